@@ -1,0 +1,226 @@
+"""The contract between the engine and a store.
+
+The engine decides *when* to ask; a backend decides *who wins*, atomically, with the
+store's own clock. There are two kinds:
+
+* :class:`LeaseBackend` (Redis/Valkey lease, PostgreSQL, SQLite): holds a lease per run,
+  so a backup can take over an idle runner, overlapping runs can be refused, and crashed
+  runs are retried.
+* :class:`ClaimBackend` (RabbitMQ, NATS, Redis comparison strategies): only picks one
+  winner per slot and keeps history.
+
+Every method is a coroutine; a backend whose driver is blocking runs it in its own thread.
+Backends never do I/O in ``__init__``: :meth:`Backend.open` connects. Store errors are
+raised as :class:`anarchon.errors.StoreError` (or a subclass).
+
+Fencing: every write made on behalf of a running attempt (renew, release, finish) is
+conditional on ``(owner, attempt)``; a stale runner's write must change nothing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from ..history import RunRecord, RunStatus
+
+ClaimReason = Literal["scheduled", "catch-up", "takeover"]
+ClaimOutcome = Literal[
+    "won",        # this instance runs the attempt
+    "taken",      # another instance holds (or held) this slot
+    "late",       # the store's clock says slot + max_late has passed
+    "overlap",    # overlap="skip" and an earlier run of the job still holds a lease
+    "exhausted",  # takeover refused: max_attempts reached; the run is marked interrupted
+]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What the store is told about a registered job at ``open()`` time."""
+
+    name: str
+    kind: str
+    schedule: str
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Identity of one scheduled run."""
+
+    name: str
+    slot: int
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    """A run this instance is executing: the fencing token is ``(slot, attempt)``."""
+
+    name: str
+    slot: int
+    attempt: int
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(self.name, self.slot)
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """Ask the store for the right to run one attempt of a slot.
+
+    The store must, atomically and by its own clock:
+
+    * ``reason="scheduled"``: refuse as ``late`` if ``now > slot + max_late_ms``; mark
+      earlier runs of the job whose lease expired ``interrupted``; refuse as ``overlap``
+      when ``overlap == "skip"`` and an earlier run still holds a valid lease (recording
+      the slot as skipped, so it never runs later); refuse as ``taken`` if the slot has a
+      run already; otherwise record attempt 1 owned by ``owner`` until ``now + lease_ms``.
+    * ``reason="catch-up"``: like scheduled, but instead of ``max_late`` require
+      ``slot > now - catch_up_ms`` and that the job was known to the store before ``slot``
+      (else ``late``).
+    * ``reason="takeover"``: win only if the run is still running at ``expected_attempt``
+      with an expired lease. If the attempt was handed over it does not count towards
+      ``max_attempts``; otherwise, when ``max_attempts`` counted attempts have started,
+      mark the run interrupted and answer ``exhausted``. The expired attempt's record
+      becomes ``interrupted``.
+    """
+
+    name: str
+    slot: int
+    owner: str
+    reason: ClaimReason
+    lease_ms: int
+    max_late_ms: int
+    max_attempts: int
+    overlap: Literal["skip", "allow"]
+    catch_up_ms: int = 0
+    expected_attempt: int = 0
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """The store's answer: ``outcome``, the attempt won (0 if not won), the store time."""
+
+    outcome: ClaimOutcome
+    attempt: int
+    store_ms: int
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run as the store sees it now (for backups watching it, and start-up recovery)."""
+
+    name: str
+    slot: int
+    owner: str
+    attempt: int
+    running: bool
+    lease_expired: bool
+    handed_over: bool
+
+
+@dataclass(frozen=True)
+class HeartbeatResult:
+    """``lost``: held runs whose lease this instance no longer owns; ``watched``: states."""
+
+    lost: frozenset[RunKey]
+    watched: Sequence[RunState]
+
+
+@dataclass(frozen=True)
+class Finish:
+    """Record the end of an attempt; ignored unless ``(owner, attempt)`` still holds it."""
+
+    name: str
+    slot: int
+    owner: str
+    attempt: int
+    status: RunStatus
+    error: str | None
+    history_size: int
+    history_ttl_ms: int | None
+    retain_runs_ms: int
+
+
+class Backend(ABC):
+    """What every backend provides: connect, claim, finish, history."""
+
+    #: ``"sqlite"``, ``"redis:lease"``, ``"postgres"`` …
+    name: str
+    #: whether the backend holds leases (takeover, overlap, retries, catch-up, hand-over)
+    supports_leases: ClassVar[bool] = False
+    #: whether ``history_ttl`` is supported
+    supports_history_ttl: ClassVar[bool] = True
+
+    async def open(self) -> None:
+        """Connect, check the server, create tables or scripts. Called by ``start()``."""
+
+    async def close(self) -> None:
+        """Close what this backend opened; never a client the user passed in."""
+
+    def check_job(self, name: str, jitter: float, max_late: float) -> None:
+        """Refuse, with ``ValueError``, a job this backend cannot serve (checked on add)."""
+
+    @abstractmethod
+    async def register(self, jobs: Sequence[JobSpec]) -> None:
+        """Tell the store these jobs exist (keeps the first-seen time for catch-up)."""
+
+    @abstractmethod
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        """Try to win one attempt of a slot. See :class:`ClaimRequest` for the rules."""
+
+    async def confirm(self, request: ClaimRequest) -> int:
+        """After an ambiguous claim (reply lost), the attempt this owner holds, else 0.
+
+        The default answers 0: an instance never runs a slot it has not confirmed winning.
+        """
+        return 0
+
+    @abstractmethod
+    async def finish(self, finish: Finish) -> bool:
+        """Record an attempt's outcome, fenced by ``(owner, attempt)``. False if stale."""
+
+    @abstractmethod
+    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        """Record a manual run as running; returns a token for :meth:`finish_manual`."""
+
+    @abstractmethod
+    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                            history_size: int, history_ttl_ms: int | None) -> None:
+        """Record a manual run's outcome."""
+
+    @abstractmethod
+    async def history(self, name: str, count: int) -> list[RunRecord]:
+        """Newest-first attempts of a job from all instances (works without jobs)."""
+
+    @abstractmethod
+    async def known_jobs(self) -> list[JobSpec]:
+        """Jobs registered by any instance (for ``jobs()`` in a process without jobs)."""
+
+
+class ClaimBackend(Backend):
+    """A backend that only picks one winner per slot (no leases)."""
+
+    supports_leases = False
+
+
+class LeaseBackend(Backend):
+    """A backend that holds a lease per run. Adds renew, release and recovery."""
+
+    supports_leases = True
+
+    @abstractmethod
+    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
+                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
+        """In one round trip: renew every held lease to ``now + lease_ms`` (fenced) and
+        read the state of every watched run."""
+
+    @abstractmethod
+    async def release(self, owner: str, run: HeldRun) -> bool:
+        """Hand a run over: expire its lease now and mark it handed over (fenced)."""
+
+    @abstractmethod
+    async def unfinished(self, names: Sequence[str]) -> list[RunState]:
+        """Runs of these jobs still marked running (start-up recovery and watching)."""

@@ -1,0 +1,506 @@
+"""SqliteBackend: one ``BEGIN IMMEDIATE`` transaction per claim, on one machine.
+
+SQLite has no server: the store clock is the clock of the machine holding the file
+(shared by every instance on it). WAL and file locks do not work over network
+filesystems: use it on one host (or a volume with working locks) only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from ...clock import SYSTEM_CLOCK, Clock
+from ...durations import DurationLike, parse_duration
+from ...errors import IncompatibleStoreError, StoreError
+from ...history import RunRecord, RunStatus
+from ...names import check_table_name
+from ...slots import ms_to_datetime
+from ..base import (
+    ClaimRequest,
+    ClaimResult,
+    Finish,
+    HeartbeatResult,
+    HeldRun,
+    JobSpec,
+    LeaseBackend,
+    RunKey,
+    RunState,
+)
+from .schema import FORMAT_VERSION, Tables
+
+T = TypeVar("T")
+MIN_SQLITE = (3, 35, 0)  # RETURNING and partial-index upserts
+
+
+class SqliteBackend(LeaseBackend):
+    """Leases in a SQLite file shared by the processes of one machine.
+
+    ``database``: a path (or ``":memory:"`` for one process), or an open
+    ``sqlite3.Connection`` created with ``isolation_level=None`` and
+    ``check_same_thread=False`` (anarchon issues ``BEGIN IMMEDIATE`` itself and never
+    closes a connection it did not open). ``table`` names the run table; ``busy_timeout``
+    bounds waiting for another writer. ``clock`` is the store clock (a test hook).
+    """
+
+    name = "sqlite"
+
+    def __init__(
+        self,
+        database: str | sqlite3.Connection = "./anarchon.db",
+        *,
+        table: str = "anarchon_runs",
+        busy_timeout: DurationLike = "5s",
+        clock: Clock | None = None,
+    ) -> None:
+        _, table_name = check_table_name(table)
+        if table != table_name:
+            raise ValueError(f"invalid table {table!r}: SQLite tables take no schema prefix")
+        if isinstance(database, sqlite3.Connection):
+            if database.isolation_level is not None:
+                raise ValueError(
+                    "the sqlite3.Connection given to SqliteBackend must be opened with "
+                    "isolation_level=None (anarchon writes BEGIN IMMEDIATE itself)"
+                )
+            self._user_connection: sqlite3.Connection | None = database
+            self.database = "<connection>"
+        elif isinstance(database, str):
+            if not database:
+                raise ValueError("database must be a file path or ':memory:'")
+            self._user_connection = None
+            self.database = database
+        else:
+            raise TypeError(f"database must be a path or sqlite3.Connection, "
+                            f"got {type(database).__name__}")
+        self.table = table
+        self.busy_timeout = parse_duration(busy_timeout, option="busy_timeout")
+        self._tables = Tables(table)
+        self._clock = clock or SYSTEM_CLOCK
+        self._connection: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._open_lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SqliteBackend:
+        """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``;
+        query parameters ``table`` and ``busy_timeout``."""
+        parts = urlsplit(url)
+        path = unquote(parts.path)
+        path = path[1:] if path.startswith("/") else path
+        if parts.netloc:
+            raise ValueError(f"invalid SQLite URL {url!r}: use sqlite:///path/to/file.db")
+        query: dict[str, Any] = dict(parse_qsl(parts.query))
+        unknown = set(query) - {"table", "busy_timeout"}
+        if unknown:
+            raise ValueError(f"unknown SQLite URL option(s) {sorted(unknown)} in {url!r}")
+        query.update(options)
+        return cls(path or "./anarchon.db", **query)
+
+    # -- plumbing -------------------------------------------------------------------
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._connection is None:
+            await self.open()
+        assert self._executor is not None and self._connection is not None
+        connection = self._connection
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, connection)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"SQLite {self.database}: {exc}") from exc
+
+    @contextmanager
+    def _write(self, connection: sqlite3.Connection) -> Iterator[sqlite3.Cursor]:
+        cursor = connection.cursor()
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            yield cursor
+        except BaseException:
+            cursor.execute("ROLLBACK")
+            raise
+        cursor.execute("COMMIT")
+
+    def _now(self) -> int:
+        return int(self._clock.time() * 1000)
+
+    async def open(self) -> None:
+        async with self._open_lock:
+            if self._connection is not None:
+                return
+            if sqlite3.sqlite_version_info < MIN_SQLITE:
+                raise IncompatibleStoreError(
+                    f"SQLite {sqlite3.sqlite_version} is too old: anarchon needs 3.35+ "
+                    "(install a newer Python or libsqlite3)"
+                )
+            executor = ThreadPoolExecutor(1, thread_name_prefix=f"anarchon-sqlite-{self.table}")
+            loop = asyncio.get_running_loop()
+            try:
+                connection = await loop.run_in_executor(executor, self._connect)
+                await loop.run_in_executor(executor, self._prepare, connection)
+            except sqlite3.Error as exc:
+                executor.shutdown(wait=False)
+                raise StoreError(f"cannot open SQLite database {self.database}: {exc}") from exc
+            except BaseException:
+                executor.shutdown(wait=False)
+                raise
+            self._executor, self._connection = executor, connection
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._user_connection is not None:
+            return self._user_connection
+        connection = sqlite3.connect(
+            self.database, isolation_level=None, check_same_thread=False,
+            timeout=self.busy_timeout,
+        )
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        return connection
+
+    def _prepare(self, connection: sqlite3.Connection) -> None:
+        connection.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+        t = self._tables
+        with self._write(connection) as cur:
+            present = {
+                row[0] for row in cur.execute(
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name IN (?,?,?,?)",
+                    (t.base, t.base + "_attempts", t.base + "_jobs", t.base + "_meta"),
+                )
+            }
+            if not present:
+                for statement in t.create_statements():
+                    cur.execute(statement)
+                return
+            if t.base + "_meta" not in present:
+                raise IncompatibleStoreError(
+                    f"table {t.base!r} in {self.database} exists but was not created by "
+                    "anarchon (no meta table); choose another table= name"
+                )
+            row = cur.execute(
+                f"SELECT value FROM {t.meta} WHERE key='format_version'"
+            ).fetchone()
+            if row is None or row[0] != FORMAT_VERSION or len(present) != 4:
+                found = row[0] if row else "none"
+                raise IncompatibleStoreError(
+                    f"table {t.base!r} in {self.database} has format version {found}, this "
+                    f"anarchon needs {FORMAT_VERSION}; nothing was changed"
+                )
+
+    async def close(self) -> None:
+        executor, connection = self._executor, self._connection
+        self._executor = self._connection = None
+        if executor is None:
+            return
+        if connection is not None and self._user_connection is None:
+            await asyncio.get_running_loop().run_in_executor(executor, connection.close)
+        executor.shutdown(wait=False)
+
+    # -- registration and claims -------------------------------------------------------
+
+    async def register(self, jobs: Sequence[JobSpec]) -> None:
+        def run(connection: sqlite3.Connection) -> None:
+            now = self._now()
+            with self._write(connection) as cur:
+                cur.executemany(
+                    f"""INSERT INTO {self._tables.jobs} (name, kind, schedule, first_seen, updated)
+                        VALUES (?, ?, ?, ?, ?)
+                        ON CONFLICT (name) DO UPDATE SET kind = excluded.kind,
+                            schedule = excluded.schedule, updated = excluded.updated""",
+                    [(job.name, job.kind, job.schedule, now, now) for job in jobs],
+                )
+
+        if jobs:
+            await self._call(run)
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        return await self._call(lambda connection: self._claim(connection, request))
+
+    def _claim(self, connection: sqlite3.Connection, req: ClaimRequest) -> ClaimResult:
+        t = self._tables
+        with self._write(connection) as cur:
+            now = self._now()
+
+            def result(outcome: Any, attempt: int = 0) -> ClaimResult:
+                return ClaimResult(outcome, attempt, now)
+
+            row = cur.execute(
+                f"""SELECT state, attempt, counted, handed_over, lease_until
+                    FROM {t.runs} WHERE job = ? AND slot = ?""",
+                (req.name, req.slot),
+            ).fetchone()
+            if req.reason == "takeover":
+                return self._takeover(cur, req, row, now)
+            if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
+                return result("late")
+            if req.reason == "catch-up":
+                seen = cur.execute(
+                    f"SELECT first_seen FROM {t.jobs} WHERE name = ?", (req.name,)
+                ).fetchone()
+                if seen is None or seen[0] >= req.slot or req.slot <= now - req.catch_up_ms:
+                    return result("late")
+            if row is not None:
+                return result("taken")
+            expired = cur.execute(
+                f"""UPDATE {t.runs} SET state = 'interrupted'
+                    WHERE job = ? AND slot <> ? AND state = 'running' AND lease_until <= ?
+                    RETURNING slot, attempt""",
+                (req.name, req.slot, now),
+            ).fetchall()
+            for slot, attempt in expired:
+                self._end_attempt(cur, req.name, slot, attempt, "interrupted", None, now)
+            if req.overlap == "skip" and cur.execute(
+                f"SELECT 1 FROM {t.runs} WHERE job = ? AND slot <> ? AND state = 'running'",
+                (req.name, req.slot),
+            ).fetchone():
+                cur.execute(
+                    f"""INSERT INTO {t.runs} VALUES (?, ?, 'skipped', ?, 0, 0, 0, 0)""",
+                    (req.name, req.slot, req.owner),
+                )
+                return result("overlap")
+            cur.execute(
+                f"INSERT INTO {t.runs} VALUES (?, ?, 'running', ?, 1, 1, 0, ?)",
+                (req.name, req.slot, req.owner, now + req.lease_ms),
+            )
+            self._start_attempt(cur, req, 1, now)
+            return result("won", 1)
+
+    def _takeover(self, cur: sqlite3.Cursor, req: ClaimRequest, row: Any, now: int) -> ClaimResult:
+        t = self._tables
+        if row is None:
+            return ClaimResult("taken", 0, now)
+        state, attempt, counted, handed_over, lease_until = row
+        if state != "running" or attempt != req.expected_attempt or lease_until > now:
+            return ClaimResult("taken", 0, now)
+        self._end_attempt(cur, req.name, req.slot, attempt, "interrupted", None, now)
+        if not handed_over and counted >= req.max_attempts:
+            cur.execute(
+                f"UPDATE {t.runs} SET state = 'interrupted' WHERE job = ? AND slot = ?",
+                (req.name, req.slot),
+            )
+            return ClaimResult("exhausted", 0, now)
+        cur.execute(
+            f"""UPDATE {t.runs} SET owner = ?, attempt = attempt + 1,
+                    counted = counted + ?, handed_over = 0, lease_until = ?
+                WHERE job = ? AND slot = ?""",
+            (req.owner, 0 if handed_over else 1, now + req.lease_ms, req.name, req.slot),
+        )
+        self._start_attempt(cur, req, attempt + 1, now)
+        return ClaimResult("won", attempt + 1, now)
+
+    def _start_attempt(self, cur: sqlite3.Cursor, req: ClaimRequest, attempt: int,
+                       now: int) -> None:
+        cur.execute(
+            f"""INSERT INTO {self._tables.attempts}
+                (job, slot, attempt, instance, manual, reason, status, started_at)
+                VALUES (?, ?, ?, ?, 0, ?, 'running', ?)""",
+            (req.name, req.slot, attempt, req.owner, req.reason, now),
+        )
+
+    def _end_attempt(self, cur: sqlite3.Cursor, name: str, slot: int, attempt: int,
+                     status: str, error: str | None, now: int) -> None:
+        cur.execute(
+            f"""UPDATE {self._tables.attempts} SET status = ?, error = ?, finished_at = ?
+                WHERE job = ? AND slot = ? AND attempt = ? AND manual = 0
+                  AND status = 'running'""",
+            (status, error, now, name, slot, attempt),
+        )
+
+    async def confirm(self, request: ClaimRequest) -> int:
+        def run(connection: sqlite3.Connection) -> int:
+            row = connection.execute(
+                f"SELECT owner, attempt, state FROM {self._tables.runs} "
+                "WHERE job = ? AND slot = ?",
+                (request.name, request.slot),
+            ).fetchone()
+            if row and row[0] == request.owner and row[2] == "running":
+                return int(row[1])
+            return 0
+
+        return await self._call(run)
+
+    # -- leases -------------------------------------------------------------------------
+
+    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
+                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
+        def run(connection: sqlite3.Connection) -> HeartbeatResult:
+            t = self._tables
+            with self._write(connection) as cur:
+                now = self._now()
+                lost = set()
+                for run_ in held:
+                    cur.execute(
+                        f"""UPDATE {t.runs} SET lease_until = ?
+                            WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
+                              AND state = 'running'""",
+                        (now + lease_ms, run_.name, run_.slot, owner, run_.attempt),
+                    )
+                    if cur.rowcount != 1:
+                        lost.add(run_.key)
+                states = [
+                    state for key in watched
+                    if (state := self._read_state(cur, key.name, key.slot, now)) is not None
+                ]
+            return HeartbeatResult(frozenset(lost), states)
+
+        return await self._call(run)
+
+    def _read_state(self, cur: sqlite3.Cursor, name: str, slot: int, now: int) -> RunState | None:
+        row = cur.execute(
+            f"""SELECT owner, attempt, state, lease_until, handed_over FROM {self._tables.runs}
+                WHERE job = ? AND slot = ?""",
+            (name, slot),
+        ).fetchone()
+        if row is None:
+            return None
+        owner, attempt, state, lease_until, handed_over = row
+        return RunState(name, slot, owner, attempt, state == "running", lease_until <= now,
+                        bool(handed_over))
+
+    async def release(self, owner: str, run: HeldRun) -> bool:
+        def do(connection: sqlite3.Connection) -> bool:
+            with self._write(connection) as cur:
+                now = self._now()
+                cur.execute(
+                    f"""UPDATE {self._tables.runs} SET lease_until = ?, handed_over = 1
+                        WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
+                          AND state = 'running'""",
+                    (now, run.name, run.slot, owner, run.attempt),
+                )
+                if cur.rowcount != 1:
+                    return False
+                self._end_attempt(cur, run.name, run.slot, run.attempt, "interrupted", None, now)
+                return True
+
+        return await self._call(do)
+
+    async def unfinished(self, names: Sequence[str]) -> list[RunState]:
+        def run(connection: sqlite3.Connection) -> list[RunState]:
+            now = self._now()
+            wanted = set(names)
+            rows = connection.execute(
+                f"""SELECT job, slot, owner, attempt, lease_until, handed_over
+                    FROM {self._tables.runs} WHERE state = 'running'"""
+            ).fetchall()
+            return [
+                RunState(job, slot, owner, attempt, True, lease_until <= now, bool(handed))
+                for job, slot, owner, attempt, lease_until, handed in rows
+                if job in wanted
+            ]
+
+        return await self._call(run)
+
+    # -- outcomes and history --------------------------------------------------------------
+
+    async def finish(self, finish: Finish) -> bool:
+        def run(connection: sqlite3.Connection) -> bool:
+            t = self._tables
+            with self._write(connection) as cur:
+                now = self._now()
+                cur.execute(
+                    f"""UPDATE {t.runs} SET state = 'done'
+                        WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
+                          AND state = 'running'""",
+                    (finish.name, finish.slot, finish.owner, finish.attempt),
+                )
+                if cur.rowcount != 1:
+                    return False
+                self._end_attempt(cur, finish.name, finish.slot, finish.attempt,
+                                  finish.status, finish.error, now)
+                self._prune(cur, finish.name, finish.history_size, finish.history_ttl_ms, now)
+                cur.execute(
+                    f"""DELETE FROM {t.runs}
+                        WHERE job = ? AND state <> 'running' AND slot < ?""",
+                    (finish.name, now - finish.retain_runs_ms),
+                )
+                return True
+
+        return await self._call(run)
+
+    def _prune(self, cur: sqlite3.Cursor, name: str, size: int, ttl_ms: int | None,
+               now: int) -> None:
+        t = self._tables
+        cur.execute(
+            f"""DELETE FROM {t.attempts} WHERE id IN (
+                    SELECT id FROM {t.attempts} WHERE job = ? AND status <> 'running'
+                    ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)""",
+            (name, size),
+        )
+        if ttl_ms is not None:
+            cur.execute(
+                f"""DELETE FROM {t.attempts}
+                    WHERE job = ? AND status <> 'running' AND started_at < ?""",
+                (name, now - ttl_ms),
+            )
+
+    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        def run(connection: sqlite3.Connection) -> str:
+            with self._write(connection) as cur:
+                now = self._now()
+                cur.execute(
+                    f"""INSERT INTO {self._tables.attempts}
+                        (job, slot, attempt, instance, manual, reason, status, started_at)
+                        VALUES (?, ?, 1, ?, 1, 'manual', 'running', ?)""",
+                    (name, started_ms, owner, now),
+                )
+                return str(cur.lastrowid)
+
+        return await self._call(run)
+
+    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                            history_size: int, history_ttl_ms: int | None) -> None:
+        def run(connection: sqlite3.Connection) -> None:
+            with self._write(connection) as cur:
+                now = self._now()
+                row = cur.execute(
+                    f"""UPDATE {self._tables.attempts} SET status = ?, error = ?, finished_at = ?
+                        WHERE id = ? RETURNING job""",
+                    (status, error, now, int(token)),
+                ).fetchone()
+                if row is not None:
+                    self._prune(cur, row[0], history_size, history_ttl_ms, now)
+
+        await self._call(run)
+
+    async def history(self, name: str, count: int) -> list[RunRecord]:
+        def run(connection: sqlite3.Connection) -> list[RunRecord]:
+            rows = connection.execute(
+                f"""SELECT job, slot, instance, manual, attempt, reason, status,
+                           started_at, finished_at, error
+                    FROM {self._tables.attempts} WHERE job = ?
+                    ORDER BY started_at DESC, id DESC LIMIT ?""",
+                (name, count),
+            ).fetchall()
+            return [_record(row) for row in rows]
+
+        return await self._call(run)
+
+    async def known_jobs(self) -> list[JobSpec]:
+        def run(connection: sqlite3.Connection) -> list[JobSpec]:
+            rows = connection.execute(
+                f"SELECT name, kind, schedule FROM {self._tables.jobs} ORDER BY name"
+            ).fetchall()
+            return [JobSpec(*row) for row in rows]
+
+        return await self._call(run)
+
+
+def _record(row: Sequence[Any]) -> RunRecord:
+    job, slot, instance, manual, attempt, reason, status, started, finished, error = row
+    return RunRecord(
+        name=job,
+        slot=slot,
+        scheduled_at=ms_to_datetime(slot),
+        instance_id=instance,
+        manual=bool(manual),
+        attempt=attempt,
+        reason=reason,
+        status=status,
+        started_at=ms_to_datetime(started),
+        finished_at=ms_to_datetime(finished) if finished is not None else None,
+        duration=(finished - started) / 1000 if finished is not None else None,
+        error=error,
+    )

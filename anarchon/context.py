@@ -1,0 +1,111 @@
+"""The run context handed to every handler, and its abort signal."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from .errors import Aborted
+from .history import RunReason
+
+AbortReason = Literal["stop", "timeout", "lost"]
+
+
+class AbortSignal:
+    """Tells a handler to stop: on ``stop()``, on ``timeout``, or when a backup took over.
+
+    Sync handlers poll :attr:`aborted` or sleep with :meth:`wait`; async handlers use
+    :meth:`wait_async` (their task is also cancelled on abort).
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._reason: AbortReason | None = None
+        self._callbacks: list[Callable[[], object]] = []
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def aborted(self) -> bool:
+        """True once the run has been told to stop."""
+        return self._event.is_set()
+
+    @property
+    def reason(self) -> AbortReason | None:
+        """``"stop"``, ``"timeout"`` or ``"lost"`` once aborted, else ``None``."""
+        return self._reason
+
+    def raise_if_aborted(self) -> None:
+        """Raise :class:`anarchon.Aborted` if the signal is aborted."""
+        if self._reason is not None:
+            raise Aborted(self._reason)
+
+    def wait(self, seconds: float | None = None) -> bool:
+        """Sleep up to ``seconds``; return early with ``True`` if aborted meanwhile."""
+        return self._event.wait(seconds)
+
+    async def wait_async(self, seconds: float | None = None) -> bool:
+        """The awaitable twin of :meth:`wait`."""
+        if self.aborted:
+            return True
+        event = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self.aborted:
+                return True
+            self._async_waiters.append((loop, event))
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                if (loop, event) in self._async_waiters:
+                    self._async_waiters.remove((loop, event))
+        return self.aborted
+
+    def on_abort(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` (on the aborting thread) when the signal aborts."""
+        with self._lock:
+            if not self.aborted:
+                self._callbacks.append(callback)
+                return
+        callback()
+
+    def abort(self, reason: AbortReason) -> bool:
+        """Abort with ``reason``; returns False if it was already aborted."""
+        with self._lock:
+            if self._reason is not None:
+                return False
+            self._reason = reason
+            self._event.set()
+            callbacks, self._callbacks = self._callbacks, []
+            waiters, self._async_waiters = self._async_waiters, []
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+        for callback in callbacks:
+            callback()
+        return True
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a handler knows about its run.
+
+    ``(slot, attempt)`` is the fencing token: pass it to downstream writes so a stale
+    attempt's late write can be recognised and refused.
+    """
+
+    name: str
+    slot: int
+    scheduled_at: datetime
+    instance_id: str
+    manual: bool
+    attempt: int
+    reason: RunReason
+    signal: AbortSignal
+    data: Any

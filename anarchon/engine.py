@@ -1,0 +1,424 @@
+"""AsyncScheduler: the one engine. Plans slots, claims them, runs and records them."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import socket
+import time
+import traceback
+import uuid
+from typing import Any, Literal
+
+from .backends.base import (
+    Backend,
+    ClaimReason,
+    ClaimRequest,
+    Finish,
+    HeldRun,
+    JobSpec,
+    LeaseBackend,
+    RunKey,
+    RunState,
+)
+from .clock import SYSTEM_CLOCK, Clock
+from .context import AbortSignal, RunContext
+from .durations import DurationLike, parse_duration, to_ms
+from .events import Event, EventType, Listener, Listeners
+from .history import JobInfo, RunReason, RunRecord
+from .jobs import Job, merge_data
+from .lease import Held, LeaseKeeper
+from .registering import JobRegistry
+from .runner import Outcome, run_handler
+from .slots import ms_to_datetime
+
+logger = logging.getLogger("anarchon")
+
+
+def default_instance_id() -> str:
+    """``host:pid:random``: unique per process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class AsyncScheduler(JobRegistry):
+    """Runs jobs on an asyncio event loop; use ``async with`` or ``start()``/``stop()``.
+
+    ``backend`` is required (there is no implicit store). Options are those of SPEC §6:
+    ``lease``, ``heartbeat`` and defaults for every job (``jitter``, ``max_late``,
+    ``timeout``, ``timezone``, ``history_size``, ``history_ttl``, ``data`` …).
+    ``instance_id`` defaults to ``host:pid:random``; ``clock`` is injectable for tests.
+    """
+
+    def __init__(self, backend: Backend | None = None, *, instance_id: str | None = None,
+                 clock: Clock | None = None, **options: Any) -> None:
+        if backend is None:
+            raise TypeError(
+                "Scheduler needs a backend, e.g. Scheduler(backend=SqliteBackend("
+                "database='./jobs.db')) or RedisBackend(redis='redis://localhost:6379'); "
+                "anarchon has no implicit store"
+            )
+        if not isinstance(backend, Backend):
+            raise TypeError(f"backend must be an anarchon Backend, got {backend!r}")
+        super().__init__(backend, options)
+        if instance_id is not None and not isinstance(instance_id, str):
+            raise TypeError(f"instance_id must be a str, got {type(instance_id).__name__}")
+        if instance_id == "":
+            raise ValueError("instance_id must not be empty")
+        self.instance_id = instance_id or default_instance_id()
+        self.clock = clock or SYSTEM_CLOCK
+        self._listeners = Listeners()
+        self._keeper: LeaseKeeper | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._job_loops: dict[str, asyncio.Task[None]] = {}
+        self._runs: set[asyncio.Task[Any]] = set()
+        self._opened = False
+        self._started = False
+        self._stopping = False
+        self._closed = False
+
+    # -- events --------------------------------------------------------------------------
+
+    def on(self, event: EventType, listener: Listener) -> Listener:
+        """Call ``listener(event)`` for every event of that type; returns the listener."""
+        self._listeners.add(event, listener)
+        return listener
+
+    def _emit(self, type_: EventType, name: str | None, slot: int | None = None,
+              attempt: int | None = None, reason: str | None = None,
+              error: BaseException | None = None) -> None:
+        self._listeners.emit(Event(type_, name, slot, attempt, reason, self.instance_id, error))
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._started and not self._stopping
+
+    async def _ensure_open(self) -> None:
+        if not self._opened:
+            await self.backend.open()
+            self._opened = True
+
+    async def start(self) -> None:
+        """Connect, register jobs, recover unfinished runs, catch up, then schedule."""
+        if self._started:
+            raise RuntimeError("scheduler already started")
+        if self._closed:
+            raise RuntimeError("a stopped scheduler cannot be started again; create a new one")
+        await self._ensure_open()
+        self._started = True
+        await self.backend.register([self._spec(job) for job in self._jobs.values()])
+        if isinstance(self.backend, LeaseBackend):
+            self._keeper = LeaseKeeper(
+                self.backend, self.instance_id, self.options.lease, self.options.heartbeat,
+                on_lost=self._lost, on_expired=self._expired,
+                on_error=lambda exc: self._emit("error", None, error=exc),
+            )
+            self._spawn(self._keeper.run())
+            self._spawn(self._watch_loop_lag())
+            await self._recover()
+            await self._catch_up()
+        for job in list(self._jobs.values()):
+            self._schedule(job)
+        logger.info("scheduler %s started with %d job(s) on %s", self.instance_id,
+                    len(self._jobs), self.backend.name)
+
+    async def stop(self, timeout: DurationLike = 30) -> None:
+        """Stop scheduling, abort running handlers and hand their runs over.
+
+        Waits up to ``timeout`` for handlers; a handler still running then keeps its
+        thread but loses its heartbeat, so a backup takes over after the lease expires.
+        Nothing is sent to the store after this returns.
+        """
+        wait = parse_duration(timeout, option="timeout")
+        if self._closed or self._stopping:
+            return
+        self._stopping = True
+        for task in self._job_loops.values():
+            task.cancel()
+        if self._keeper is not None:
+            self._keeper.unwatch_all()
+            for held in list(self._keeper.held.values()):
+                held.signal.abort("stop")
+        if self._runs:
+            _, pending = await asyncio.wait(set(self._runs), timeout=wait)
+            for task in pending:
+                task.cancel()
+            if pending:
+                logger.warning("%d run(s) outlived stop(timeout=%gs); a backup takes them "
+                               "over when their lease expires", len(pending), wait)
+                await asyncio.wait(pending)
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._opened:
+            await self.backend.close()
+        logger.info("scheduler %s stopped", self.instance_id)
+
+    async def __aenter__(self) -> AsyncScheduler:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def _spawn(self, coro: Any, bucket: set[asyncio.Task[Any]] | None = None) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        group = self._tasks if bucket is None else bucket
+        group.add(task)
+        task.add_done_callback(group.discard)
+        task.add_done_callback(_log_crash)
+        return task
+
+    def _job_added(self, job: Job) -> None:
+        if self.running:
+            self._spawn(self.backend.register([self._spec(job)]))
+            self._schedule(job)
+
+    def _job_removed(self, name: str) -> None:
+        task = self._job_loops.pop(name, None)
+        if task is not None:
+            task.cancel()
+
+    @staticmethod
+    def _spec(job: Job) -> JobSpec:
+        return JobSpec(job.name, job.schedule.kind, job.schedule.describe())
+
+    # -- planning ------------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self.clock.time() * 1000)
+
+    def _schedule(self, job: Job) -> None:
+        self._job_loops[job.name] = self._spawn(self._job_loop(job))
+
+    async def _job_loop(self, job: Job) -> None:
+        after = self._now_ms()
+        while True:
+            slot = job.schedule.next_after(after)
+            if slot is None:
+                return
+            await self._sleep_until(slot + random.uniform(0, job.jitter) * 1000)
+            after = slot
+            self._spawn(self._claim_and_run(job, slot, "scheduled"))
+
+    async def _sleep_until(self, when_ms: float) -> None:
+        # Sleep in bounded steps so a wall-clock step (NTP) is noticed.
+        while (remaining := (when_ms - self._now_ms()) / 1000) > 0:
+            await self.clock.sleep(min(remaining, 30.0))
+
+    async def _recover(self) -> None:
+        assert isinstance(self.backend, LeaseBackend) and self._keeper is not None
+        for state in await self.backend.unfinished(list(self._jobs)):
+            if state.lease_expired:
+                self._expired(state)
+            else:
+                self._keeper.watch(RunKey(state.name, state.slot))
+
+    async def _catch_up(self) -> None:
+        now = self._now_ms()
+        for job in list(self._jobs.values()):
+            if job.catch_up <= 0:
+                continue
+            slot = job.schedule.latest_at_or_before(now, to_ms(job.catch_up))
+            if slot is not None:
+                self._spawn(self._claim_and_run(job, slot, "catch-up"))
+
+    def _expired(self, state: RunState) -> None:
+        job = self._jobs.get(state.name)
+        if job is not None and self.running:
+            self._spawn(self._claim_and_run(job, state.slot, "takeover", state.attempt))
+
+    # -- claiming and running ------------------------------------------------------------------
+
+    async def _claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
+                             expected_attempt: int = 0) -> None:
+        if not self.running:
+            return
+        request = ClaimRequest(
+            name=job.name, slot=slot, owner=self.instance_id, reason=reason,
+            lease_ms=to_ms(self.options.lease), max_late_ms=to_ms(job.max_late),
+            max_attempts=job.max_attempts, overlap=job.overlap,
+            catch_up_ms=to_ms(job.catch_up), expected_attempt=expected_attempt,
+        )
+        sent_at = time.monotonic()
+        outcome: str
+        try:
+            result = await self.backend.claim(request)
+            outcome, attempt = result.outcome, result.attempt
+        except Exception as exc:
+            self._emit("error", job.name, slot, error=exc)
+            outcome, attempt = await self._confirm(request)
+        if outcome == "won":
+            await self._execute(job, slot, attempt, reason, sent_at)
+        elif outcome == "exhausted":
+            logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
+                           job.name, slot, job.max_attempts)
+        elif outcome == "taken" and reason != "takeover":
+            if self._keeper is not None:
+                self._keeper.watch(RunKey(job.name, slot))
+            if reason == "scheduled":
+                self._emit("skip", job.name, slot, reason=outcome)
+        elif (outcome == "late" and reason == "scheduled") or (
+                outcome == "overlap" and reason != "takeover"):
+            self._emit("skip", job.name, slot, reason=outcome)
+
+    async def _confirm(self, request: ClaimRequest) -> tuple[str, int]:
+        """After an ambiguous claim: run only if the store shows we own it."""
+        try:
+            attempt = await self.backend.confirm(request)
+        except Exception as exc:
+            self._emit("error", request.name, request.slot, error=exc)
+            return "unknown", 0
+        return ("won", attempt) if attempt else ("unknown", 0)
+
+    async def _execute(self, job: Job, slot: int, attempt: int, reason: RunReason,
+                       claimed_at: float) -> None:
+        run = HeldRun(job.name, slot, attempt)
+        signal = AbortSignal()
+        if self._keeper is not None:
+            self._keeper.hold(Held(run, signal, claimed_at))
+        task = self._spawn(self._perform(job, run, signal, reason), self._runs)
+        await asyncio.wait({task})
+
+    async def _perform(self, job: Job, run: HeldRun, signal: AbortSignal,
+                       reason: RunReason) -> None:
+        try:
+            if self._stopping:  # won while stopping: hand it straight over
+                signal.abort("stop")
+                await self._hand_over(job, run)
+                return
+            outcome = await self._invoke(job, run.slot, run.attempt, reason, signal, None)
+        finally:
+            if self._keeper is not None:
+                self._keeper.drop(run.key)
+        if self._closed or signal.reason == "lost":
+            return
+        if signal.reason == "stop" and outcome.raised_on_abort and self._keeper is not None:
+            await self._hand_over(job, run)
+            return
+        if signal.reason == "timeout":
+            self._emit("interrupted", job.name, run.slot, run.attempt, "timeout")
+        status: Literal["success", "failure"] = "failure" if outcome.error else "success"
+        recorded = await self._store(job, self.backend.finish(Finish(
+            job.name, run.slot, self.instance_id, run.attempt, status,
+            _describe(outcome.error), job.history_size,
+            to_ms(job.history_ttl) if job.history_ttl else None, job.retain_runs_ms,
+        )))
+        if recorded is False:
+            signal.abort("lost")
+            self._emit("lost", job.name, run.slot, run.attempt, "lost")
+        elif recorded:
+            self._emit(status, job.name, run.slot, run.attempt, reason, outcome.error)
+
+    async def _hand_over(self, job: Job, run: HeldRun) -> None:
+        assert isinstance(self.backend, LeaseBackend)
+        if await self._store(job, self.backend.release(self.instance_id, run)):
+            self._emit("interrupted", job.name, run.slot, run.attempt, "stop")
+
+    async def _store(self, job: Job, operation: Any) -> Any:
+        try:
+            return await operation
+        except Exception as exc:
+            self._emit("error", job.name, error=exc)
+            return None
+
+    async def _invoke(self, job: Job, slot: int, attempt: int, reason: RunReason,
+                      signal: AbortSignal, data: Any, manual: bool = False) -> Outcome:
+        levels = [self.options.defaults.get("data"), job.data]
+        if manual and data is not None:
+            levels.append(data)
+        self._emit("start", job.name, slot, attempt, reason)
+        try:
+            run_data = merge_data(levels)
+        except Exception as exc:
+            return Outcome(exc, False)
+        ctx = RunContext(job.name, slot, ms_to_datetime(slot), self.instance_id, manual,
+                         attempt, reason, signal, run_data)
+        return await run_handler(job, ctx)
+
+    def _lost(self, held: Held) -> None:
+        if held.signal.abort("lost"):
+            run = held.run
+            logger.warning("job %r slot %s attempt %d: lease lost, aborting", run.name,
+                           run.slot, run.attempt)
+            self._emit("interrupted", run.name, run.slot, run.attempt, "lost")
+            self._emit("lost", run.name, run.slot, run.attempt, "lost")
+
+    async def _watch_loop_lag(self) -> None:
+        """Warn when async handlers block the loop longer than a heartbeat."""
+        step = self.options.heartbeat / 4
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(step)
+            lag = time.monotonic() - before - step
+            if lag > self.options.heartbeat:
+                busy = sorted({k.name for k in (self._keeper.held if self._keeper else {})
+                               if self._jobs.get(k.name) and self._jobs[k.name].is_async})
+                logger.warning("event loop blocked for %.1fs (heartbeat %gs): heartbeats were "
+                               "late; async job(s) running: %s — use await or a thread for "
+                               "blocking work", lag, self.options.heartbeat,
+                               ", ".join(busy) or "none")
+
+    # -- manual runs and queries ----------------------------------------------------------
+
+    async def run_now(self, name: str, data: Any = None) -> RunRecord:
+        """Run a job here and now (no dedupe, no retry); recorded as ``manual``."""
+        job = self._job(name)
+        await self._ensure_open()
+        started = self._now_ms()
+        token = await self.backend.start_manual(name, self.instance_id, started)
+        signal = AbortSignal()
+        outcome = await self._invoke(job, started, 1, "manual", signal, data, manual=True)
+        status: Literal["success", "failure"] = "failure" if outcome.error else "success"
+        error = _describe(outcome.error)
+        await self.backend.finish_manual(token, status, error, job.history_size,
+                                         to_ms(job.history_ttl) if job.history_ttl else None)
+        self._emit(status, name, started, 1, "manual", outcome.error)
+        finished = self._now_ms()
+        return RunRecord(name, started, ms_to_datetime(started), self.instance_id, True, 1,
+                         "manual", status, ms_to_datetime(started), ms_to_datetime(finished),
+                         (finished - started) / 1000, error)
+
+    async def history(self, name: str, count: int = 20) -> list[RunRecord]:
+        """Newest-first attempts of ``name`` from all instances (connects on demand)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be a positive int, got {count!r}")
+        await self._ensure_open()
+        return await self.backend.history(name, count)
+
+    async def last_run(self, name: str) -> RunRecord | None:
+        """The newest attempt of ``name``, or ``None``."""
+        records = await self.history(name, 1)
+        return records[0] if records else None
+
+    async def jobs(self) -> list[JobInfo]:
+        """Jobs registered here, plus jobs other instances registered in the store."""
+        await self._ensure_open()
+        infos = [self._info(job) for job in self._jobs.values()]
+        for spec in await self.backend.known_jobs():
+            if spec.name not in self._jobs:
+                infos.append(JobInfo(spec.name, spec.kind, spec.schedule, None, {}))
+        return sorted(infos, key=lambda info: info.name)
+
+    def _info(self, job: Job) -> JobInfo:
+        return JobInfo(job.name, job.schedule.kind, job.schedule.describe(),
+                       self.next_run(job.name), dict(job.explicit))
+
+
+def _describe(error: BaseException | None) -> str | None:
+    if error is None:
+        return None
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return text or type(error).__name__
+
+
+def _log_crash(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("anarchon internal task failed", exc_info=task.exception())
+
+
+__all__ = ["AsyncScheduler", "default_instance_id"]

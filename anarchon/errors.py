@@ -1,0 +1,35 @@
+"""Exceptions raised by anarchon. Each subclasses the builtin it refines."""
+
+from __future__ import annotations
+
+
+class AnarchonError(Exception):
+    """Base class for anarchon's own runtime errors."""
+
+
+class Aborted(AnarchonError):
+    """Raised by ``ctx.signal.raise_if_aborted()`` once the run's signal is aborted."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"run aborted: {reason}")
+        self.reason = reason
+
+
+class JobTimeout(AnarchonError, TimeoutError):
+    """Recorded as a run's error when it exceeded its ``timeout``."""
+
+
+class StoreError(AnarchonError, ConnectionError):
+    """The store could not be reached or answered with an error."""
+
+
+class IncompatibleStoreError(AnarchonError, RuntimeError):
+    """The store holds data of another format, or the server lacks a needed capability."""
+
+
+class NotStartedError(AnarchonError, RuntimeError):
+    """An operation needs a started scheduler."""
+
+
+class JobNotFoundError(AnarchonError, LookupError, ValueError):
+    """No job with that name is registered on this scheduler."""

@@ -1,0 +1,39 @@
+"""Attempt records and job descriptions returned by ``history()``, ``last_run()``, ``jobs()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+RunStatus = Literal["running", "success", "failure", "interrupted"]
+RunReason = Literal["scheduled", "manual", "catch-up", "takeover"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One attempt at one slot, as stored; the same from every instance."""
+
+    name: str
+    slot: int
+    scheduled_at: datetime
+    instance_id: str
+    manual: bool
+    attempt: int
+    reason: RunReason
+    status: RunStatus
+    started_at: datetime
+    finished_at: datetime | None
+    duration: float | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as ``jobs()`` reports it."""
+
+    name: str
+    kind: str
+    schedule: str
+    next_run: datetime | None
+    options: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,117 @@
+"""Keeps this instance's leases alive and watches runs that other instances hold.
+
+One store round trip per heartbeat renews every held lease and reads every watched run,
+so idle cost grows with running jobs, not registered ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .backends.base import HeldRun, LeaseBackend, RunKey, RunState
+from .context import AbortSignal
+from .durations import to_ms
+
+
+@dataclass
+class Held:
+    """A run this instance executes, and when its lease was last renewed for sure."""
+
+    run: HeldRun
+    signal: AbortSignal
+    #: monotonic time at which the last successful renewal (or the claim) was sent
+    renewed_at: float = field(default_factory=time.monotonic)
+
+
+class LeaseKeeper:
+    """The heartbeat loop of one scheduler.
+
+    ``on_lost(held)`` is called when the store says another instance owns a held run, or
+    when renewals failed for a whole lease (judged on the monotonic clock from the last
+    successful renewal's send time: the lease may have expired, so the run must stop).
+    ``on_expired(state)`` is called for a watched run whose lease expired.
+    """
+
+    def __init__(self, backend: LeaseBackend, owner: str, lease: float, heartbeat: float,
+                 on_lost: Callable[[Held], None], on_expired: Callable[[RunState], None],
+                 on_error: Callable[[BaseException], None]) -> None:
+        self.backend = backend
+        self.owner = owner
+        self.lease = lease
+        self.heartbeat = heartbeat
+        self.held: dict[RunKey, Held] = {}
+        self.watched: set[RunKey] = set()
+        self._on_lost = on_lost
+        self._on_expired = on_expired
+        self._on_error = on_error
+        self._wake = asyncio.Event()
+
+    def hold(self, held: Held) -> None:
+        self.held[held.run.key] = held
+        self.watched.discard(held.run.key)
+
+    def drop(self, key: RunKey) -> None:
+        self.held.pop(key, None)
+
+    def watch(self, key: RunKey) -> None:
+        if key not in self.held:
+            self.watched.add(key)
+
+    def unwatch_all(self) -> None:
+        self.watched.clear()
+
+    def poke(self) -> None:
+        """Run the next beat now (used when a new run is watched or held)."""
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Beat every ``heartbeat`` seconds until cancelled."""
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.heartbeat)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            await self.beat()
+
+    async def beat(self) -> None:
+        """One heartbeat: renew, read watched runs, and act on what came back."""
+        if not self.held and not self.watched:
+            return
+        held = list(self.held.values())
+        watched = list(self.watched)
+        sent_at = time.monotonic()
+        try:
+            result = await asyncio.wait_for(
+                self.backend.heartbeat(self.owner, [h.run for h in held], watched,
+                                       to_ms(self.lease)),
+                timeout=max(self.heartbeat, self.lease / 2),
+            )
+        except Exception as exc:  # store unreachable: judge our leases locally
+            self._on_error(exc)
+            now = time.monotonic()
+            for entry in held:
+                if now >= entry.renewed_at + self.lease and entry.run.key in self.held:
+                    self.drop(entry.run.key)
+                    self._on_lost(entry)
+            return
+        for entry in held:
+            key = entry.run.key
+            if key not in self.held:
+                continue
+            if key in result.lost:
+                self.drop(key)
+                self._on_lost(entry)
+            else:
+                entry.renewed_at = sent_at
+        seen = {RunKey(s.name, s.slot): s for s in result.watched}
+        for key in watched:
+            state = seen.get(key)
+            if state is None or not state.running:
+                self.watched.discard(key)
+            elif state.lease_expired and state.owner != self.owner:
+                self.watched.discard(key)
+                self._on_expired(state)

@@ -1,0 +1,155 @@
+"""Named schedulers and the module-level decorators ``anarchon.every/cron/at``.
+
+A name is usable before it is configured: jobs registered on it wait until
+``anarchon.configure(name, backend=...)`` creates its :class:`Scheduler`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .backends.base import Backend
+from .jobs import Handler, SchedulerOptions, build_job
+from .names import check_job_name
+from .registering import make_decorator
+from .sync import Scheduler
+
+DEFAULT = "default"
+
+
+class _Pending:
+    """Jobs registered on a named scheduler that has not been configured yet."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.jobs: list[tuple[str, str, Any, Handler, Mapping[str, Any]]] = []
+
+    def _add(self, kind: str, name: str, when: Any, handler: Handler,
+             options: Mapping[str, Any]) -> None:
+        check_job_name(name)
+        if any(existing[1] == name for existing in self.jobs):
+            raise ValueError(f"job {name!r} is already registered on scheduler {self.name!r}")
+        # Check what can be checked without a backend now; the rest when configured.
+        build_job(kind, name, when, handler, options, SchedulerOptions.build({}),
+                  supports_leases=True, backend_name="(not configured)")
+        self.jobs.append((kind, name, when, handler, options))
+
+
+_lock = threading.RLock()
+_schedulers: dict[str, Scheduler] = {}
+_pending: dict[str, _Pending] = {}
+
+
+def configure(name: str = DEFAULT, *, backend: Backend | None = None, auto_start: bool = False,
+              **options: Any) -> Scheduler:
+    """Create the named scheduler with ``backend`` and options, replaying jobs already
+    registered on that name. With ``auto_start=True`` it starts at once."""
+    with _lock:
+        if name in _schedulers:
+            raise ValueError(f"scheduler {name!r} is already configured")
+        scheduler = Scheduler(backend, **options)
+        pending = _pending.pop(name, None)
+        try:
+            for kind, job, when, handler, job_options in pending.jobs if pending else []:
+                scheduler._add(kind, job, when, handler, dict(job_options))
+        except BaseException:
+            if pending is not None:
+                _pending[name] = pending
+            raise
+        _schedulers[name] = scheduler
+    if auto_start:
+        scheduler.start()
+    return scheduler
+
+
+def get_scheduler(name: str = DEFAULT) -> Scheduler:
+    """The configured scheduler called ``name``."""
+    with _lock:
+        try:
+            return _schedulers[name]
+        except KeyError:
+            raise LookupError(f"scheduler {name!r} is not configured; call "
+                              f"anarchon.configure({name!r}, backend=...)") from None
+
+
+def get_registry_target(name: str) -> Any:
+    """Where jobs for the named scheduler go: the scheduler, or its pending list."""
+    with _lock:
+        if name in _schedulers:
+            return _schedulers[name].core
+        return _pending.setdefault(name, _Pending(name))
+
+
+def _adder(scheduler: str) -> Callable[..., None]:
+    def add(kind: str, name: str, when: Any, handler: Handler,
+            options: Mapping[str, Any]) -> None:
+        get_registry_target(scheduler)._add(kind, name, when, handler, options)
+
+    return add
+
+
+def _decorate(kind: str, name: str | None, when: Any, handler: Handler | None,
+              scheduler: str | None, options: dict[str, Any]) -> Any:
+    if name is not None:
+        check_job_name(name)
+    if when is None:
+        raise TypeError(f"{kind}({name!r}) needs a schedule")
+    if scheduler is not None and not isinstance(scheduler, str):
+        raise TypeError(f"scheduler must be a scheduler name (str) or None, got {scheduler!r}")
+    if handler is not None:
+        if scheduler is None:
+            raise TypeError("a handler needs a scheduler name to register on")
+        _adder(scheduler)(kind, name or getattr(handler, "__name__", ""), when, handler, options)
+        return get_registry_target(scheduler)
+    build_job(kind, name or "<decorated>", when, lambda ctx: None, options,
+              SchedulerOptions.build({}), supports_leases=True, backend_name="")
+    return make_decorator(kind, name, when, options, scheduler,
+                          _adder(scheduler) if scheduler is not None else None)
+
+
+def every(name: str | None = None, interval: Any = None, handler: Handler | None = None, *,
+          scheduler: str | None = DEFAULT, **options: Any) -> Any:
+    """Module-level :meth:`Scheduler.every` on the named ``scheduler``.
+
+    In a class body it marks the method: every instance registers the job when it is
+    constructed (name ``ClassName-method`` unless given). ``scheduler=None`` only marks,
+    for objects registered explicitly with ``scheduler.register(obj, prefix=...)``.
+    """
+    return _decorate("every", name, interval, handler, scheduler, options)
+
+
+def cron(name: str | None = None, expr: Any = None, handler: Handler | None = None, *,
+         scheduler: str | None = DEFAULT, **options: Any) -> Any:
+    """Module-level :meth:`Scheduler.cron` on the named ``scheduler``."""
+    return _decorate("cron", name, expr, handler, scheduler, options)
+
+
+def at(name: str | None = None, when: Any = None, handler: Handler | None = None, *,
+       scheduler: str | None = DEFAULT, **options: Any) -> Any:
+    """Module-level :meth:`Scheduler.at` on the named ``scheduler``."""
+    return _decorate("at", name, when, handler, scheduler, options)
+
+
+def start_all() -> None:
+    """Start every configured scheduler that is not running yet."""
+    with _lock:
+        unconfigured = [name for name, pending in _pending.items() if pending.jobs]
+        if unconfigured:
+            raise TypeError(f"scheduler(s) {unconfigured} have jobs but no backend; call "
+                            "anarchon.configure(name, backend=...) first")
+        schedulers = list(_schedulers.values())
+    for scheduler in schedulers:
+        if not scheduler.core._started:
+            scheduler.start()
+
+
+def stop_all(timeout: float = 30) -> None:
+    """Stop every configured scheduler gracefully and forget them."""
+    with _lock:
+        schedulers = list(_schedulers.values())
+        _schedulers.clear()
+        _pending.clear()
+    for scheduler in schedulers:
+        scheduler.stop(timeout)

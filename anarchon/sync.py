@@ -1,0 +1,229 @@
+"""Scheduler: the blocking face of :class:`AsyncScheduler` for threaded programs.
+
+The engine runs on an event loop in a background thread; every call is forwarded to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Callable, Coroutine
+from datetime import datetime
+from types import FrameType
+from typing import Any, TypeVar, overload
+
+from .backends.base import Backend
+from .clock import Clock
+from .durations import DurationLike
+from .engine import AsyncScheduler
+from .events import EventType, Listener
+from .history import JobInfo, RunRecord
+from .jobs import Handler
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Scheduler:
+    """Runs jobs from a threaded (or plain) Python program.
+
+    ``Scheduler(backend=..., **options)`` takes the same arguments as
+    :class:`AsyncScheduler`. ``run()`` blocks until SIGINT/SIGTERM and then stops
+    gracefully; ``start()``/``stop()`` run it in the background.
+    """
+
+    def __init__(self, backend: Backend | None = None, *, instance_id: str | None = None,
+                 clock: Clock | None = None, **options: Any) -> None:
+        self.core = AsyncScheduler(backend, instance_id=instance_id, clock=clock, **options)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    # -- registration (pure, forwarded) ------------------------------------------------------
+
+    @property
+    def instance_id(self) -> str:
+        return self.core.instance_id
+
+    @property
+    def backend(self) -> Backend:
+        return self.core.backend
+
+    @overload
+    def every(self, name: str | None, interval: Any, handler: None = None,
+              **options: Any) -> Callable[[F], F]: ...
+
+    @overload
+    def every(self, name: str | None, interval: Any, handler: Handler,
+              **options: Any) -> Scheduler: ...
+
+    def every(self, name: str | None = None, interval: Any = None,
+              handler: Handler | None = None, **options: Any) -> Any:
+        """See :meth:`AsyncScheduler.every`; chainable with a handler, else a decorator."""
+        result = self.core.every(name, interval, handler, **options)
+        return self if handler is not None else result
+
+    @overload
+    def cron(self, name: str | None, expr: str, handler: None = None,
+             **options: Any) -> Callable[[F], F]: ...
+
+    @overload
+    def cron(self, name: str | None, expr: str, handler: Handler, **options: Any) -> Scheduler: ...
+
+    def cron(self, name: str | None = None, expr: Any = None, handler: Handler | None = None,
+             **options: Any) -> Any:
+        """See :meth:`AsyncScheduler.cron`."""
+        result = self.core.cron(name, expr, handler, **options)
+        return self if handler is not None else result
+
+    @overload
+    def at(self, name: str | None, when: Any, handler: None = None,
+           **options: Any) -> Callable[[F], F]: ...
+
+    @overload
+    def at(self, name: str | None, when: Any, handler: Handler, **options: Any) -> Scheduler: ...
+
+    def at(self, name: str | None = None, when: Any = None, handler: Handler | None = None,
+           **options: Any) -> Any:
+        """See :meth:`AsyncScheduler.at`."""
+        result = self.core.at(name, when, handler, **options)
+        return self if handler is not None else result
+
+    def register(self, obj: object, prefix: str = "",
+                 defaults: dict[str, Any] | None = None) -> list[str]:
+        """Register ``obj``'s job-marked methods (see :meth:`AsyncScheduler.register`)."""
+        return self.core.register(obj, prefix=prefix, defaults=defaults)
+
+    def _add(self, kind: str, name: str, when: Any, handler: Handler,
+             options: dict[str, Any]) -> None:
+        self.core._add(kind, name, when, handler, options)
+
+    def remove(self, name: str) -> None:
+        """Stop scheduling ``name`` here."""
+        if self._loop is not None:
+            self._call_soon(self.core.remove, name)
+        else:
+            self.core.remove(name)
+
+    def on(self, event: EventType, listener: Listener) -> Listener:
+        """Call ``listener(event)`` for each event of that type (on the engine's thread)."""
+        return self.core.on(event, listener)
+
+    def next_run(self, name: str) -> datetime | None:
+        return self.core.next_run(name)
+
+    def next_runs(self, name: str, count: int = 5, after: datetime | None = None
+                  ) -> list[datetime]:
+        return self.core.next_runs(name, count, after)
+
+    @property
+    def job_names(self) -> list[str]:
+        return self.core.job_names
+
+    # -- the loop thread -------------------------------------------------------------------
+
+    def _portal(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                self._thread = threading.Thread(target=serve, name="anarchon-loop", daemon=True)
+                self._thread.start()
+                ready.wait()
+                self._loop = loop
+            return self._loop
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._portal()).result()
+
+    def _call_soon(self, fn: Any, *args: Any) -> None:
+        loop = self._portal()
+        done = threading.Event()
+
+        def wrapped() -> None:
+            try:
+                fn(*args)
+            finally:
+                done.set()
+
+        loop.call_soon_threadsafe(wrapped)
+        done.wait()
+
+    def _shutdown_loop(self) -> None:
+        with self._lock:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Connect and start scheduling in the background; returns at once."""
+        self._call(self.core.start())
+
+    def stop(self, timeout: DurationLike = 30) -> None:
+        """Graceful stop (see :meth:`AsyncScheduler.stop`); blocks until it is done."""
+        if self._loop is None:
+            return
+        try:
+            self._call(self.core.stop(timeout))
+        finally:
+            self._shutdown_loop()
+
+    def run(self, stop_timeout: DurationLike = 30) -> None:
+        """``start()``, block until SIGINT/SIGTERM, then stop gracefully and return."""
+        stop_requested = threading.Event()
+
+        def request_stop(signum: int, frame: FrameType | None) -> None:
+            stop_requested.set()
+
+        previous = {
+            sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            self.start()
+            while not stop_requested.wait(1.0):
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.stop(stop_timeout)
+
+    def __enter__(self) -> Scheduler:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- manual runs and queries ----------------------------------------------------------
+
+    def run_now(self, name: str, data: Any = None) -> RunRecord:
+        """Run ``name`` here and now; blocks until it ends and returns its record."""
+        return self._call(self.core.run_now(name, data))
+
+    def history(self, name: str, count: int = 20) -> list[RunRecord]:
+        """Newest-first attempts from all instances (connects on demand)."""
+        return self._call(self.core.history(name, count))
+
+    def last_run(self, name: str) -> RunRecord | None:
+        return self._call(self.core.last_run(name))
+
+    def jobs(self) -> list[JobInfo]:
+        return self._call(self.core.jobs())
+
+    def close(self) -> None:
+        """Release connections opened for queries by a scheduler that never started."""
+        if self._loop is not None and not self.core._started:
+            self._call(self.core.backend.close())
+        self._shutdown_loop()

@@ -1,0 +1,273 @@
+"""The lease backend contract (anarchon/backends/base.py), run against every lease store.
+
+These call the backend directly: each rule of ``ClaimRequest`` and of fencing once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from anarchon.backends.base import (
+    Backend,
+    ClaimRequest,
+    Finish,
+    HeldRun,
+    JobSpec,
+    LeaseBackend,
+    RunKey,
+)
+from tests.support import run, wait_until
+
+LEASE_MS = 300
+
+
+def request(name: str, slot: int, owner: str, **overrides: Any) -> ClaimRequest:
+    fields: dict[str, Any] = dict(
+        name=name, slot=slot, owner=owner, reason="scheduled", lease_ms=LEASE_MS,
+        max_late_ms=60_000, max_attempts=3, overlap="skip",
+    )
+    fields.update(overrides)
+    return ClaimRequest(**fields)
+
+
+def finish(name: str, slot: int, owner: str, attempt: int, status: Any = "success") -> Finish:
+    return Finish(name, slot, owner, attempt, status, None, 100, None, 3_600_000)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def opened(make_backend: Callable[[], Backend]) -> LeaseBackend:
+    backend = make_backend()
+    assert isinstance(backend, LeaseBackend)
+    await backend.open()
+    await backend.register([JobSpec("job", "every", "every 1s")])
+    return backend
+
+
+async def expire(backend: LeaseBackend, name: str, slot: int) -> None:
+    async def expired() -> bool:
+        states = await backend.unfinished([name])
+        return any(s.slot == slot and s.lease_expired for s in states)
+
+    deadline = time.monotonic() + 5
+    while not await expired():
+        assert time.monotonic() < deadline, "lease never expired"
+        await asyncio.sleep(0.05)
+
+
+def test_one_winner_among_concurrent_claimers(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backends = [await opened(make_backend) for _ in range(5)]
+        slot = now_ms()
+        results = await asyncio.gather(
+            *(b.claim(request("job", slot, f"i{n}")) for n, b in enumerate(backends))
+        )
+        assert sorted(r.outcome for r in results) == ["taken"] * 4 + ["won"]
+        assert [r.attempt for r in results if r.outcome == "won"] == [1]
+        for b in backends:
+            await b.close()
+
+    run(scenario())
+
+
+def test_late_claim_is_refused_by_store_clock(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        result = await backend.claim(request("job", now_ms() - 10_000, "a", max_late_ms=5_000))
+        assert result.outcome == "late"
+        assert await backend.history("job", 10) == []
+        await backend.close()
+
+    run(scenario())
+
+
+def test_overlap_skip_is_final_and_allow_runs(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        slot = now_ms()
+        assert (await backend.claim(request("job", slot, "a", lease_ms=10_000))).outcome == "won"
+        skipped = await backend.claim(request("job", slot + 1000, "b"))
+        assert skipped.outcome == "overlap"
+        again = await backend.claim(request("job", slot + 1000, "c"))
+        assert again.outcome in ("taken", "overlap")  # never runs later
+        allowed = await backend.claim(request("job", slot + 2000, "b", overlap="allow"))
+        assert allowed.outcome == "won"
+        await backend.close()
+
+    run(scenario())
+
+
+def test_takeover_only_after_expiry_and_once(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        owner = await opened(make_backend)
+        backups = [await opened(make_backend) for _ in range(3)]
+        slot = now_ms()
+        assert (await owner.claim(request("job", slot, "a"))).attempt == 1
+        early = await backups[0].claim(
+            request("job", slot, "b0", reason="takeover", expected_attempt=1))
+        assert early.outcome == "taken"
+        await expire(owner, "job", slot)
+        results = await asyncio.gather(*(
+            b.claim(request("job", slot, f"b{n}", reason="takeover", expected_attempt=1))
+            for n, b in enumerate(backups)
+        ))
+        assert sorted(r.outcome for r in results) == ["taken", "taken", "won"]
+        records = await owner.history("job", 10)
+        assert [(r.attempt, r.status, r.reason) for r in records] == [
+            (2, "running", "takeover"), (1, "interrupted", "scheduled")]
+        for b in [owner, *backups]:
+            await b.close()
+
+    run(scenario())
+
+
+def test_stale_runner_is_fenced(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        a, b = await opened(make_backend), await opened(make_backend)
+        slot = now_ms()
+        await a.claim(request("job", slot, "a"))
+        await expire(a, "job", slot)
+        won = await b.claim(request("job", slot, "b", reason="takeover", expected_attempt=1))
+        assert won.outcome == "won"
+        beat = await a.heartbeat("a", [HeldRun("job", slot, 1)], [], LEASE_MS)
+        assert RunKey("job", slot) in beat.lost
+        assert await a.finish(finish("job", slot, "a", 1)) is False
+        assert await a.release("a", HeldRun("job", slot, 1)) is False
+        assert await b.finish(finish("job", slot, "b", 2)) is True
+        records = await a.history("job", 10)
+        assert [(r.attempt, r.status) for r in records] == [(2, "success"), (1, "interrupted")]
+        await a.close()
+        await b.close()
+
+    run(scenario())
+
+
+def test_heartbeat_renews_and_reports_watched(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        a, b = await opened(make_backend), await opened(make_backend)
+        slot = now_ms()
+        await a.claim(request("job", slot, "a"))
+        for _ in range(4):  # renewing keeps it alive well past one lease
+            beat = await a.heartbeat("a", [HeldRun("job", slot, 1)], [], LEASE_MS)
+            assert not beat.lost
+            await asyncio.sleep(LEASE_MS / 2000)
+        seen = await b.heartbeat("b", [], [RunKey("job", slot)], LEASE_MS)
+        assert [(s.owner, s.attempt, s.running, s.lease_expired) for s in seen.watched] == [
+            ("a", 1, True, False)]
+        await a.finish(finish("job", slot, "a", 1))
+        seen = await b.heartbeat("b", [], [RunKey("job", slot)], LEASE_MS)
+        assert all(not s.running for s in seen.watched)
+        await a.close()
+        await b.close()
+
+    run(scenario())
+
+
+def test_exhausted_after_max_attempts(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        slot = now_ms()
+        await backend.claim(request("job", slot, "a", max_attempts=2))
+        await expire(backend, "job", slot)
+        second = await backend.claim(request("job", slot, "b", reason="takeover",
+                                             expected_attempt=1, max_attempts=2))
+        assert (second.outcome, second.attempt) == ("won", 2)
+        await expire(backend, "job", slot)
+        third = await backend.claim(request("job", slot, "c", reason="takeover",
+                                            expected_attempt=2, max_attempts=2))
+        assert third.outcome == "exhausted"
+        assert await backend.unfinished(["job"]) == []
+        statuses = [r.status for r in await backend.history("job", 10)]
+        assert statuses == ["interrupted", "interrupted"]
+        await backend.close()
+
+    run(scenario())
+
+
+def test_hand_over_is_not_counted(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        slot = now_ms()
+        await backend.claim(request("job", slot, "a", max_attempts=1))
+        assert await backend.release("a", HeldRun("job", slot, 1)) is True
+        states = await backend.unfinished(["job"])
+        assert [(s.lease_expired, s.handed_over) for s in states] == [(True, True)]
+        taken = await backend.claim(request("job", slot, "b", reason="takeover",
+                                            expected_attempt=1, max_attempts=1))
+        assert (taken.outcome, taken.attempt) == ("won", 2)
+        await backend.close()
+
+    run(scenario())
+
+
+def test_next_slot_interrupts_crashed_run(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        slot = now_ms()
+        await backend.claim(request("job", slot, "a"))
+        await expire(backend, "job", slot)
+        nxt = await backend.claim(request("job", slot + 1000, "b"))
+        assert nxt.outcome == "won"
+        records = {r.slot: r.status for r in await backend.history("job", 10)}
+        assert records == {slot: "interrupted", slot + 1000: "running"}
+        await backend.close()
+
+    run(scenario())
+
+
+def test_catch_up_needs_job_known_before_slot(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        before = now_ms() - 5_000
+        old = await backend.claim(request("job", before, "a", reason="catch-up",
+                                          catch_up_ms=60_000))
+        assert old.outcome == "late"  # the job was first seen after that slot
+        await asyncio.sleep(0.05)
+        slot = now_ms()
+        await wait_until(lambda: now_ms() > slot + 100, 2, "a slot in the past")
+        caught = await backend.claim(request("job", slot, "a", reason="catch-up",
+                                             catch_up_ms=60_000, max_late_ms=1))
+        assert (caught.outcome, caught.attempt) == ("won", 1)
+        assert (await backend.history("job", 1))[0].reason == "catch-up"
+        await backend.close()
+
+    run(scenario())
+
+
+def test_history_pruned_by_size_never_running(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        base = now_ms()
+        await backend.claim(request("job", base, "a", lease_ms=60_000, overlap="allow"))
+        for n in range(1, 6):
+            slot = base + n
+            await backend.claim(request("job", slot, "a", overlap="allow"))
+            await backend.finish(Finish("job", slot, "a", 1, "success", None, 2, None,
+                                        3_600_000))
+        records = await backend.history("job", 50)
+        statuses = sorted(r.status for r in records)
+        assert statuses == ["running", "success", "success"]
+        await backend.close()
+
+    run(scenario())
+
+
+def test_manual_runs_and_known_jobs(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        token = await backend.start_manual("job", "a", now_ms())
+        await backend.finish_manual(token, "failure", "boom", 10, None)
+        record = (await backend.history("job", 1))[0]
+        assert (record.manual, record.reason, record.status, record.error) == (
+            True, "manual", "failure", "boom")
+        assert record.duration is not None
+        assert record.duration >= 0
+        assert [j.name for j in await backend.known_jobs()] == ["job"]
+        await backend.close()
+
+    run(scenario())

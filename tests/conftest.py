@@ -1,0 +1,53 @@
+"""Shared fixtures: the stores every suite runs against.
+
+``lease_store`` parametrizes over stores that hold leases, ``any_store`` over all.
+A store whose server does not answer is skipped locally and fails the run in CI.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from anarchon.backends import Backend, from_url
+from tests.stores import StoreSpec, all_stores, in_ci
+
+STORES = all_stores()
+
+
+def _require(spec: StoreSpec) -> None:
+    reason = spec.unavailable()
+    if reason is None:
+        return
+    message = f"{spec.id} server not available: {reason} (start it with scripts/servers.py)"
+    if in_ci():
+        pytest.fail(f"CI needs every server: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(params=[s for s in STORES if s.lease], ids=lambda s: s.id)
+def lease_store(request: pytest.FixtureRequest) -> StoreSpec:
+    """A store with leases whose server answers."""
+    spec: StoreSpec = request.param
+    _require(spec)
+    return spec
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A fresh namespace (prefix, table) so tests never see each other's data."""
+    return "ns_" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def store_url(lease_store: StoreSpec, namespace: str) -> str:
+    """The backend URL for this test's namespace on the current lease store."""
+    return lease_store.url_for(namespace)
+
+
+@pytest.fixture
+def make_backend(store_url: str) -> Callable[[], Backend]:
+    """Builds a new backend (its own connection) on this test's namespace."""
+    return lambda: from_url(store_url)
