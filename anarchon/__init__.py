@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .backends import Backend, ClaimBackend, LeaseBackend, SqliteBackend, from_url
 from .clock import Clock, FakeClock, SystemClock
-from .context import AbortSignal, RunContext
+from .context import AbortSignal, RunContext, RunToken
 from .durations import DurationLike, parse_duration
 from .engine import AsyncScheduler
 from .errors import (
@@ -24,6 +24,7 @@ from .events import Event
 from .history import JobInfo, RunRecord
 from .registry import at, configure, cron, every, get_scheduler, start_all, stop_all
 from .sync import Scheduler
+from .tracking import AsyncTracker, Tracker
 
 __version__ = "0.1.0"
 
@@ -49,6 +50,7 @@ __all__ = [
     "AbortSignal",
     "AnarchonError",
     "AsyncScheduler",
+    "AsyncTracker",
     "Backend",
     "ClaimBackend",
     "Clock",
@@ -62,10 +64,12 @@ __all__ = [
     "LeaseBackend",
     "RunContext",
     "RunRecord",
+    "RunToken",
     "Scheduler",
     "SqliteBackend",
     "StoreError",
     "SystemClock",
+    "Tracker",
     "at",
     "configure",
     "cron",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from .durations import DurationLike, parse_duration
 from .errors import Aborted
 from .history import RunReason
 
@@ -93,6 +94,35 @@ class AbortSignal:
 
 
 @dataclass(frozen=True)
+class RunToken:
+    """One attempt, for whoever finishes it in another process (a task queue worker).
+
+    ``owner`` fences every write: a token of a replaced attempt can change nothing.
+    """
+
+    name: str
+    slot: int
+    attempt: int
+    owner: str
+
+    def to_headers(self) -> dict[str, str | int]:
+        """The ``anarchon_*`` message headers that carry this token."""
+        return {"anarchon_job": self.name, "anarchon_slot": self.slot,
+                "anarchon_attempt": self.attempt, "anarchon_owner": self.owner}
+
+    @classmethod
+    def from_headers(cls, headers: Mapping[str, Any] | None) -> RunToken | None:
+        """Read a token back from message headers; ``None`` if they carry none."""
+        if not headers or "anarchon_job" not in headers:
+            return None
+        try:
+            return cls(str(headers["anarchon_job"]), int(headers["anarchon_slot"]),
+                       int(headers["anarchon_attempt"]), str(headers["anarchon_owner"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+
+@dataclass(frozen=True)
 class RunContext:
     """What a handler knows about its run.
 
@@ -109,3 +139,27 @@ class RunContext:
     reason: RunReason
     signal: AbortSignal
     data: Any
+    _detached: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+
+    def detach(self, lease: DurationLike = "10m") -> RunToken:
+        """Leave the run open when the handler returns: something else finishes it.
+
+        Used by task-queue integrations: the handler enqueues a message carrying the
+        token's headers, and a worker finishes the run with :class:`anarchon.Tracker`.
+        The lease is set to ``lease`` (time allowed in the queue); if nobody renews or
+        finishes it by then, a backup takes the slot over as a new attempt.
+        """
+        if self.manual:
+            raise RuntimeError("a manual run cannot be detached")
+        self._detached["lease"] = parse_duration(lease, option="lease")
+        return self.token
+
+    @property
+    def token(self) -> RunToken:
+        """This attempt's fencing token: ``(name, slot, attempt, owner)``."""
+        return RunToken(self.name, self.slot, self.attempt, self.instance_id)
+
+    @property
+    def detached_lease(self) -> float | None:
+        """The lease set by :meth:`detach`, or ``None`` if the run was not detached."""
+        return self._detached.get("lease")

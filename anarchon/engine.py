@@ -291,11 +291,14 @@ class AsyncScheduler(JobRegistry):
                 signal.abort("stop")
                 await self._hand_over(job, run)
                 return
-            outcome = await self._invoke(job, run.slot, run.attempt, reason, signal, None)
+            outcome, ctx = await self._invoke(job, run.slot, run.attempt, reason, signal, None)
         finally:
             if self._keeper is not None:
                 self._keeper.drop(run.key)
         if self._closed or signal.reason == "lost":
+            return
+        if ctx is not None and ctx.detached_lease is not None and outcome.error is None:
+            await self._detach(job, run, ctx.detached_lease)
             return
         if signal.reason == "stop" and outcome.raised_on_abort and self._keeper is not None:
             await self._hand_over(job, run)
@@ -314,6 +317,14 @@ class AsyncScheduler(JobRegistry):
         elif recorded:
             self._emit(status, job.name, run.slot, run.attempt, reason, outcome.error)
 
+    async def _detach(self, job: Job, run: HeldRun, lease: float) -> None:
+        """Extend the lease of a detached run; whoever holds its token finishes it."""
+        if isinstance(self.backend, LeaseBackend):
+            result = await self._store(job, self.backend.heartbeat(
+                self.instance_id, [run], [], to_ms(lease)))
+            if result is not None and run.key in result.lost:
+                self._emit("lost", job.name, run.slot, run.attempt, "lost")
+
     async def _hand_over(self, job: Job, run: HeldRun) -> None:
         assert isinstance(self.backend, LeaseBackend)
         if await self._store(job, self.backend.release(self.instance_id, run)):
@@ -327,7 +338,8 @@ class AsyncScheduler(JobRegistry):
             return None
 
     async def _invoke(self, job: Job, slot: int, attempt: int, reason: RunReason,
-                      signal: AbortSignal, data: Any, manual: bool = False) -> Outcome:
+                      signal: AbortSignal, data: Any, manual: bool = False
+                      ) -> tuple[Outcome, RunContext | None]:
         levels = [self.options.defaults.get("data"), job.data]
         if manual and data is not None:
             levels.append(data)
@@ -335,10 +347,10 @@ class AsyncScheduler(JobRegistry):
         try:
             run_data = merge_data(levels)
         except Exception as exc:
-            return Outcome(exc, False)
+            return Outcome(exc, False), None
         ctx = RunContext(job.name, slot, ms_to_datetime(slot), self.instance_id, manual,
                          attempt, reason, signal, run_data)
-        return await run_handler(job, ctx)
+        return await run_handler(job, ctx), ctx
 
     def _lost(self, held: Held) -> None:
         if held.signal.abort("lost"):
@@ -372,7 +384,7 @@ class AsyncScheduler(JobRegistry):
         started = self._now_ms()
         token = await self.backend.start_manual(name, self.instance_id, started)
         signal = AbortSignal()
-        outcome = await self._invoke(job, started, 1, "manual", signal, data, manual=True)
+        outcome, _ = await self._invoke(job, started, 1, "manual", signal, data, manual=True)
         status: Literal["success", "failure"] = "failure" if outcome.error else "success"
         error = _describe(outcome.error)
         await self.backend.finish_manual(token, status, error, job.history_size,

@@ -5,7 +5,6 @@ The engine runs on an event loop in a background thread; every call is forwarded
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import threading
 from collections.abc import Callable, Coroutine
@@ -20,6 +19,7 @@ from .engine import AsyncScheduler
 from .events import EventType, Listener
 from .history import JobInfo, RunRecord
 from .jobs import Handler
+from .portal import Portal
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -36,9 +36,7 @@ class Scheduler:
     def __init__(self, backend: Backend | None = None, *, instance_id: str | None = None,
                  clock: Clock | None = None, **options: Any) -> None:
         self.core = AsyncScheduler(backend, instance_id=instance_id, clock=clock, **options)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
+        self._portal = Portal()
 
     # -- registration (pure, forwarded) ------------------------------------------------------
 
@@ -101,7 +99,7 @@ class Scheduler:
 
     def remove(self, name: str) -> None:
         """Stop scheduling ``name`` here."""
-        if self._loop is not None:
+        if self._portal.active:
             self._call_soon(self.core.remove, name)
         else:
             self.core.remove(name)
@@ -123,47 +121,14 @@ class Scheduler:
 
     # -- the loop thread -------------------------------------------------------------------
 
-    def _portal(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(target=serve, name="anarchon-loop", daemon=True)
-                self._thread.start()
-                ready.wait()
-                self._loop = loop
-            return self._loop
-
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._portal()).result()
+        return self._portal.call(coro)
 
     def _call_soon(self, fn: Any, *args: Any) -> None:
-        loop = self._portal()
-        done = threading.Event()
+        async def apply() -> None:
+            fn(*args)
 
-        def wrapped() -> None:
-            try:
-                fn(*args)
-            finally:
-                done.set()
-
-        loop.call_soon_threadsafe(wrapped)
-        done.wait()
-
-    def _shutdown_loop(self) -> None:
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is not None and thread is not None:
-            loop.call_soon_threadsafe(loop.stop)
-            thread.join()
-            loop.close()
+        self._portal.call(apply())
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -173,12 +138,12 @@ class Scheduler:
 
     def stop(self, timeout: DurationLike = 30) -> None:
         """Graceful stop (see :meth:`AsyncScheduler.stop`); blocks until it is done."""
-        if self._loop is None:
+        if not self._portal.active:
             return
         try:
             self._call(self.core.stop(timeout))
         finally:
-            self._shutdown_loop()
+            self._portal.close()
 
     def run(self, stop_timeout: DurationLike = 30) -> None:
         """``start()``, block until SIGINT/SIGTERM, then stop gracefully and return."""
@@ -187,9 +152,10 @@ class Scheduler:
         def request_stop(signum: int, frame: FrameType | None) -> None:
             stop_requested.set()
 
-        previous = {
-            sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {sig: signal.signal(sig, request_stop)
+                        for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             self.start()
             while not stop_requested.wait(1.0):
@@ -224,6 +190,6 @@ class Scheduler:
 
     def close(self) -> None:
         """Release connections opened for queries by a scheduler that never started."""
-        if self._loop is not None and not self.core._started:
+        if self._portal.active and not self.core._started:
             self._call(self.core.backend.close())
-        self._shutdown_loop()
+        self._portal.close()

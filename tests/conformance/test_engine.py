@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from anarchon import AsyncScheduler, JobTimeout, RunContext
+from anarchon import AsyncScheduler, AsyncTracker, JobTimeout, RunContext, RunToken
 from anarchon.backends import Backend
 from anarchon.clock import OffsetClock
 from tests.support import EventLog, run, wait_until
@@ -354,5 +354,50 @@ def test_recovery_takes_over_orphaned_run(make_backend: Callable[[], Backend]) -
         assert (took.attempt, took.reason) == (2, "takeover")
         await fresh.stop()
         crashed._closed = True  # its thread never writes again
+
+    run(scenario())
+
+
+def test_detached_run_is_finished_by_a_tracker(make_backend: Callable[[], Backend]) -> None:
+    log = EventLog()
+    tokens: list[RunToken] = []
+
+    async def scenario() -> None:
+        (s,) = cluster(make_backend, 1, log)
+        s.at("once", soon(0.3), lambda ctx: tokens.append(ctx.detach(lease=5)))
+        await s.start()
+        await wait_until(lambda: bool(tokens), 5, "the handler to detach")
+        await asyncio.sleep(LEASE + 0.5)  # longer than the scheduler's lease: still held
+        tracker = AsyncTracker(make_backend(), lease=LEASE, heartbeat=HEARTBEAT)
+        assert await tracker.begin(tokens[0])
+        record = await s.last_run("once")
+        assert record is not None
+        assert record.status == "running"
+        assert await tracker.end(tokens[0], "failure", "worker said no")
+        assert not await tracker.end(tokens[0], "success")  # fenced: already finished
+        record = await s.last_run("once")
+        assert record is not None
+        assert (record.status, record.error) == ("failure", "worker said no")
+        await tracker.close()
+        await s.stop()
+
+    run(scenario())
+    assert not log.of("success")
+    assert not log.of("failure")
+
+
+def test_detached_run_nobody_picks_up_is_taken_over(make_backend: Callable[[], Backend]) -> None:
+    log = EventLog()
+
+    async def scenario() -> None:
+        schedulers = cluster(make_backend, 2, log)
+        when = soon(0.3)
+        for s in schedulers:
+            s.at("once", when, lambda ctx: ctx.detach(lease=0.5) if ctx.attempt == 1 else None)
+            await s.start()
+        took = await log.wait(lambda e: e.type == "success", 5)
+        assert (took.attempt, took.reason) == (2, "takeover")
+        for s in schedulers:
+            await s.stop()
 
     run(scenario())

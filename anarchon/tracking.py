@@ -1,0 +1,118 @@
+"""Finishing detached runs from another process: a task queue worker reports outcomes.
+
+A scheduler handler calls ``token = ctx.detach()`` and sends a message carrying
+``token.to_headers()``; the worker that executes the message uses a :class:`Tracker`
+(blocking) or :class:`AsyncTracker` to keep the run's lease alive while it works and to
+record the outcome. Every write is fenced by the token: a replaced attempt changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from .backends.base import Backend, Finish, HeldRun, LeaseBackend
+from .context import RunToken
+from .durations import DurationLike, parse_duration, to_ms
+from .history import RunStatus
+from .portal import Portal
+
+_RETAIN_RUNS_MS = 86_400_000
+
+
+class AsyncTracker:
+    """Keeps detached runs alive and records how they ended.
+
+    ``lease``/``heartbeat`` apply while a worker executes a run (they should match the
+    schedulers'); ``history_size``/``history_ttl`` bound the job's history on finish.
+    """
+
+    def __init__(self, backend: Backend, *, lease: DurationLike = 30,
+                 heartbeat: DurationLike = 5, history_size: int = 100,
+                 history_ttl: DurationLike | None = None) -> None:
+        self.backend = backend
+        self.lease = parse_duration(lease, option="lease")
+        self.heartbeat = parse_duration(heartbeat, option="heartbeat")
+        if self.heartbeat >= self.lease:
+            raise ValueError(f"heartbeat ({self.heartbeat:g}s) must be shorter than lease "
+                             f"({self.lease:g}s)")
+        self.history_size = history_size
+        self.history_ttl = (parse_duration(history_ttl, option="history_ttl")
+                            if history_ttl is not None else None)
+        self._beats: dict[RunToken, asyncio.Task[None]] = {}
+        self._opened = False
+
+    async def _open(self) -> None:
+        if not self._opened:
+            await self.backend.open()
+            self._opened = True
+
+    async def begin(self, token: RunToken) -> bool:
+        """A worker starts executing the run: renew its lease and keep renewing it.
+
+        Returns False if the attempt was replaced (the worker should not run it).
+        """
+        await self._open()
+        if not isinstance(self.backend, LeaseBackend):
+            return True
+        if not await self._renew(token):
+            return False
+        if token not in self._beats:
+            self._beats[token] = asyncio.ensure_future(self._beat(token))
+        return True
+
+    async def _renew(self, token: RunToken) -> bool:
+        assert isinstance(self.backend, LeaseBackend)
+        run = HeldRun(token.name, token.slot, token.attempt)
+        result = await self.backend.heartbeat(token.owner, [run], [], to_ms(self.lease))
+        return run.key not in result.lost
+
+    async def _beat(self, token: RunToken) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat)
+            with contextlib.suppress(Exception):  # a missed beat: the next one may work
+                if not await self._renew(token):
+                    return
+
+    async def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> bool:
+        """Record the outcome; False if the attempt had been replaced (nothing written)."""
+        await self._open()
+        beat = self._beats.pop(token, None)
+        if beat is not None:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
+        ttl = to_ms(self.history_ttl) if self.history_ttl is not None else None
+        return await self.backend.finish(Finish(
+            token.name, token.slot, token.owner, token.attempt, status, error,
+            self.history_size, ttl, _RETAIN_RUNS_MS,
+        ))
+
+    async def close(self) -> None:
+        """Stop renewing and close the backend connections this tracker opened."""
+        for beat in self._beats.values():
+            beat.cancel()
+        self._beats.clear()
+        if self._opened:
+            await self.backend.close()
+            self._opened = False
+
+
+class Tracker:
+    """The blocking face of :class:`AsyncTracker`, for worker signal handlers."""
+
+    def __init__(self, backend: Backend, **options: Any) -> None:
+        self.core = AsyncTracker(backend, **options)
+        self._portal = Portal("anarchon-tracker")
+
+    def begin(self, token: RunToken) -> bool:
+        return self._portal.call(self.core.begin(token))
+
+    def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> bool:
+        return self._portal.call(self.core.end(token, status, error))
+
+    def close(self) -> None:
+        if self._portal.active:
+            self._portal.call(self.core.close())
+        self._portal.close()
