@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -26,6 +27,7 @@ from .backends.base import (
 from .clock import SYSTEM_CLOCK, Clock
 from .context import AbortSignal, RunContext
 from .durations import DurationLike, parse_duration, to_ms
+from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
 from .history import JobInfo, RunReason, RunRecord
 from .jobs import Job, merge_data
@@ -122,6 +124,8 @@ class AsyncScheduler(JobRegistry):
             await self._catch_up()
         for job in list(self._jobs.values()):
             self._schedule(job)
+        if self.backend.supports_triggers and self._jobs:
+            self._spawn(self._trigger_loop())
         logger.info("scheduler %s started with %d job(s) on %s", self.instance_id,
                     len(self._jobs), self.backend.name)
 
@@ -394,6 +398,44 @@ class AsyncScheduler(JobRegistry):
         return RunRecord(name, started, ms_to_datetime(started), self.instance_id, True, 1,
                          "manual", status, ms_to_datetime(started), ms_to_datetime(finished),
                          (finished - started) / 1000, error)
+
+    async def trigger(self, name: str, data: Any = None) -> str:
+        """Ask, through the store, that exactly one running instance with job ``name``
+        runs it now (reason ``manual``). Works from any process, even one without jobs.
+
+        ``data`` must be JSON-serialisable; it is stored until the run starts, so it must
+        not hold secrets. Returns the request id.
+        """
+        try:
+            payload = None if data is None else json.dumps(data)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
+                            f"{exc}") from exc
+        await self._ensure_open()
+        if not self.backend.supports_triggers:
+            raise TypeError(f"backend {self.backend.name} does not support trigger(); "
+                            "use run_now() in a process that has the job")
+        known = {spec.name for spec in await self.backend.known_jobs()} | set(self._jobs)
+        if name not in known:
+            raise JobNotFoundError(f"no job named {name!r} in the store; known: "
+                                   f"{sorted(known) or 'none'}")
+        return await self.backend.request_trigger(name, payload)
+
+    async def _trigger_loop(self) -> None:
+        """Every heartbeat, take requests for our jobs and run them here."""
+        while True:
+            await asyncio.sleep(self.options.heartbeat)
+            if self._stopping:
+                return
+            try:
+                requests = await self.backend.take_triggers(list(self._jobs))
+            except Exception as exc:
+                self._emit("error", None, error=exc)
+                continue
+            for request in requests:
+                if request.name in self._jobs:
+                    data = None if request.data is None else json.loads(request.data)
+                    self._spawn(self.run_now(request.name, data), self._runs)
 
     async def history(self, name: str, count: int = 20) -> list[RunRecord]:
         """Newest-first attempts of ``name`` from all instances (connects on demand)."""

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from dataclasses import dataclass
 
 from .context import RunContext
 from .errors import JobTimeout
 from .jobs import Job
+
+
+logger = logging.getLogger("anarchon")
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,17 @@ async def run_handler(job: Job, ctx: RunContext) -> Outcome:
 
 def _run_in_thread(job: Job, ctx: RunContext, loop: asyncio.AbstractEventLoop,
                    future: asyncio.Future[object]) -> None:
+    result: object = None
+    error: BaseException | None = None
     try:
         result = job.handler(ctx)
     except BaseException as exc:  # reported through the future, never lost
-        loop.call_soon_threadsafe(_settle, future, None, exc)
-    else:
-        loop.call_soon_threadsafe(_settle, future, result, None)
+        error = exc
+    try:
+        loop.call_soon_threadsafe(_settle, future, result, error)
+    except RuntimeError:  # the scheduler stopped (and its loop closed) while we ran
+        logger.info("job %r slot %s ended after its scheduler stopped; not recorded",
+                    job.name, ctx.slot)
 
 
 def _settle(future: asyncio.Future[object], result: object, error: BaseException | None) -> None:

@@ -178,6 +178,11 @@ class Scheduler:
         """Run ``name`` here and now; blocks until it ends and returns its record."""
         return self._call(self.core.run_now(name, data))
 
+    def trigger(self, name: str, data: Any = None) -> str:
+        """Request a run of ``name`` that one running instance executes (see
+        :meth:`AsyncScheduler.trigger`); returns the request id."""
+        return self._call(self.core.trigger(name, data))
+
     def history(self, name: str, count: int = 20) -> list[RunRecord]:
         """Newest-first attempts from all instances (connects on demand)."""
         return self._call(self.core.history(name, count))

@@ -7,7 +7,7 @@ setup_venv "dev,redis,valkey,postgres"
 cd "$ROOT"
 
 ENV_FILE="$ROOT/.servers.env"
-"$VENV/bin/python" scripts/servers.py start --env-file "$ENV_FILE"
+"$VENV/bin/python" scripts/servers.py start --cluster --env-file "$ENV_FILE"
 trap '"$VENV/bin/python" scripts/servers.py stop --env-file "$ENV_FILE"' EXIT
 set -a
 # shellcheck disable=SC1090

@@ -144,6 +144,15 @@ class Finish:
     retain_runs_ms: int
 
 
+@dataclass(frozen=True)
+class TriggerRequest:
+    """A manual run requested through the store (``trigger()``); ``data`` is JSON text."""
+
+    id: str
+    name: str
+    data: str | None
+
+
 class Backend(ABC):
     """What every backend provides: connect, claim, finish, history."""
 
@@ -153,12 +162,16 @@ class Backend(ABC):
     supports_leases: ClassVar[bool] = False
     #: whether ``history_ttl`` is supported
     supports_history_ttl: ClassVar[bool] = True
+    #: whether ``trigger()`` requests can be stored
+    supports_triggers: ClassVar[bool] = False
 
     async def open(self) -> None:
-        """Connect, check the server, create tables or scripts. Called by ``start()``."""
+        """Connect, check the server, create tables or scripts. Called by ``start()`` and
+        on demand by queries; must be safe to call again once open."""
 
     async def close(self) -> None:
-        """Close what this backend opened; never a client the user passed in."""
+        """Close what this backend opened; never a client the user passed in. Safe to call
+        twice; a later ``open()`` may reconnect."""
 
     def check_job(self, name: str, jitter: float, max_late: float) -> None:
         """Refuse, with ``ValueError``, a job this backend cannot serve (checked on add)."""
@@ -198,6 +211,15 @@ class Backend(ABC):
     @abstractmethod
     async def known_jobs(self) -> list[JobSpec]:
         """Jobs registered by any instance (for ``jobs()`` in a process without jobs)."""
+
+    async def request_trigger(self, name: str, data: str | None) -> str:
+        """Store a request to run ``name`` once (any process); returns its id."""
+        raise NotImplementedError(f"backend {self.name} does not support trigger()")
+
+    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
+        """Atomically take (remove) the pending requests for these jobs: each request is
+        taken by exactly one caller. Must cost one round trip when nothing is pending."""
+        return []
 
 
 class ClaimBackend(Backend):

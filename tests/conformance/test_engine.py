@@ -12,6 +12,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
+
 from anarchon import AsyncScheduler, AsyncTracker, JobTimeout, RunContext, RunToken
 from anarchon.backends import Backend
 from anarchon.clock import OffsetClock
@@ -399,5 +401,41 @@ def test_detached_run_nobody_picks_up_is_taken_over(make_backend: Callable[[], B
         assert (took.attempt, took.reason) == (2, "takeover")
         for s in schedulers:
             await s.stop()
+
+    run(scenario())
+
+
+def test_trigger_runs_once_on_one_instance(make_backend: Callable[[], Backend]) -> None:
+    log = EventLog()
+    seen: list[tuple[str, Any]] = []
+
+    async def scenario() -> None:
+        schedulers = cluster(make_backend, 3, log)
+        for s in schedulers:
+            s.every("rare", "1h", lambda ctx: seen.append((ctx.instance_id, ctx.data)))
+            await s.start()
+        requester = AsyncScheduler(make_backend())
+        await requester.trigger("rare", {"why": "admin"})
+        await log.wait(lambda e: e.type == "success" and e.reason == "manual", 5)
+        await asyncio.sleep(3 * HEARTBEAT)  # the others had their chance to take it too
+        record = await requester.last_run("rare")
+        assert record is not None
+        assert (record.manual, record.reason, record.status) == (True, "manual", "success")
+        await requester.stop()
+        for s in schedulers:
+            await s.stop()
+
+    run(scenario())
+    assert [data for _, data in seen] == [{"why": "admin"}]
+
+
+def test_trigger_refuses_unknown_jobs_and_non_json(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        s = AsyncScheduler(make_backend())
+        with pytest.raises(ValueError, match="nope"):
+            await s.trigger("nope")
+        with pytest.raises(TypeError, match="JSON"):
+            await s.trigger("nope", {"client": object()})
+        await s.stop()
 
     run(scenario())

@@ -8,6 +8,7 @@ filesystems: use it on one host (or a volume with working locks) only.
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +32,7 @@ from ..base import (
     LeaseBackend,
     RunKey,
     RunState,
+    TriggerRequest,
 )
 from .schema import FORMAT_VERSION, Tables
 
@@ -49,6 +51,7 @@ class SqliteBackend(LeaseBackend):
     """
 
     name = "sqlite"
+    supports_triggers = True
 
     def __init__(
         self,
@@ -167,8 +170,9 @@ class SqliteBackend(LeaseBackend):
         with self._write(connection) as cur:
             present = {
                 row[0] for row in cur.execute(
-                    "SELECT name FROM sqlite_master WHERE type='table' AND name IN (?,?,?,?)",
-                    (t.base, t.base + "_attempts", t.base + "_jobs", t.base + "_meta"),
+                    "SELECT name FROM sqlite_master WHERE type='table' AND name IN (?,?,?,?,?)",
+                    (t.base, t.base + "_attempts", t.base + "_jobs", t.base + "_meta",
+                     t.base + "_triggers"),
                 )
             }
             if not present:
@@ -183,7 +187,7 @@ class SqliteBackend(LeaseBackend):
             row = cur.execute(
                 f"SELECT value FROM {t.meta} WHERE key='format_version'"
             ).fetchone()
-            if row is None or row[0] != FORMAT_VERSION or len(present) != 4:
+            if row is None or row[0] != FORMAT_VERSION or len(present) != 5:
                 found = row[0] if row else "none"
                 raise IncompatibleStoreError(
                     f"table {t.base!r} in {self.database} has format version {found}, this "
@@ -475,6 +479,34 @@ class SqliteBackend(LeaseBackend):
                 (name, count),
             ).fetchall()
             return [_record(row) for row in rows]
+
+        return await self._call(run)
+
+    async def request_trigger(self, name: str, data: str | None) -> str:
+        def run(connection: sqlite3.Connection) -> str:
+            with self._write(connection) as cur:
+                cur.execute(
+                    f"INSERT INTO {self._tables.triggers} (job, data, requested_at) "
+                    "VALUES (?, ?, ?)",
+                    (name, data, self._now()),
+                )
+                return str(cur.lastrowid)
+
+        return await self._call(run)
+
+    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
+        def run(connection: sqlite3.Connection) -> list[TriggerRequest]:
+            t = self._tables
+            if connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1").fetchone() is None:
+                return []  # the common case: a read, no write lock
+            with self._write(connection) as cur:
+                rows = cur.execute(
+                    f"""DELETE FROM {t.triggers}
+                        WHERE job IN (SELECT value FROM json_each(?))
+                        RETURNING id, job, data""",
+                    (json.dumps(list(names)),),
+                ).fetchall()
+            return [TriggerRequest(str(i), job, data) for i, job, data in rows]
 
         return await self._call(run)
 

@@ -19,6 +19,7 @@ class Tables:
         self.attempts = quote(table + "_attempts")
         self.jobs = quote(table + "_jobs")
         self.meta = quote(table + "_meta")
+        self.triggers = quote(table + "_triggers")
 
     def create_statements(self) -> list[str]:
         b = self.base
@@ -46,5 +47,8 @@ class Tables:
             f"""CREATE TABLE {self.jobs} (
                 name TEXT PRIMARY KEY, kind TEXT NOT NULL, schedule TEXT NOT NULL,
                 first_seen INTEGER NOT NULL, updated INTEGER NOT NULL)""",
+            f"""CREATE TABLE {self.triggers} (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, data TEXT,
+                requested_at INTEGER NOT NULL)""",
             f"INSERT INTO {self.meta} (key, value) VALUES ('format_version', '{FORMAT_VERSION}')",
         ]

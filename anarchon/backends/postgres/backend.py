@@ -1,0 +1,423 @@
+"""PostgreSQL lease backend on psycopg 3.
+
+A claim is one round trip: ``BEGIN; pg_advisory_xact_lock(table, job); <claim>; COMMIT``
+sent as one pipeline. The advisory lock serialises claims of one job, so the claim
+statement (which starts after the lock is granted and so reads a fresh READ COMMITTED
+snapshot) sees every earlier claim of that job: overlap checks across slots cannot race.
+Heartbeat, release, finish and history pruning are one autocommit statement each.
+Requires PostgreSQL 9.5+ (see :mod:`.queries`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime, timezone
+from typing import Any, Final, cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ...durations import parse_duration
+from ...errors import IncompatibleStoreError, StoreError
+from ...history import RunRecord, RunStatus
+from ...names import check_job_name, check_table_name
+from ..base import (
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimResult,
+    Finish,
+    HeartbeatResult,
+    HeldRun,
+    JobSpec,
+    LeaseBackend,
+    RunKey,
+    RunState,
+    TriggerRequest,
+)
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+    from psycopg import sql
+
+    from . import queries
+    from .links import Link, Params, Query, Row, Session, make_link
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    _MISSING: ImportError | None = exc
+else:
+    _MISSING = None
+
+_INSTALL_HINT: Final = 'PostgresBackend needs psycopg 3: pip install "anarchon[postgres]"'
+_RETRIES: Final = 5
+_STATUSES: Final = frozenset({"success", "failure", "interrupted"})
+# Query parameters that configure anarchon; everything else in the URL goes to libpq.
+_URL_OPTIONS: Final = ("table", "pool_size", "connect_timeout_s")
+
+
+def _ms_to_datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+class PostgresBackend(LeaseBackend):
+    """Leases, history and job records in PostgreSQL tables.
+
+    ``connection`` is a libpq DSN or ``postgresql://`` URL (the backend then owns a
+    small ``AsyncConnectionPool`` and closes it in :meth:`close`), or a psycopg
+    ``Connection``/``AsyncConnection`` (must be in autocommit mode) or a psycopg_pool
+    ``ConnectionPool``/``AsyncConnectionPool`` the application owns: those are never
+    closed. ``table`` (``name`` or ``schema.name``) prefixes the four tables, so
+    services with different tables on one database never see each other.
+    """
+
+    name = "postgres"
+    supports_triggers = True
+
+    def __init__(self, connection: object = "postgresql://localhost/postgres", *,
+                 table: str = "anarchon_runs", pool_size: int = 4,
+                 connect_timeout: float | str = 10.0) -> None:
+        if _MISSING is not None:
+            raise ImportError(f"{_INSTALL_HINT} ({_MISSING})") from _MISSING
+        schema, base = check_table_name(table)
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        self.table = table
+        self.connect_timeout = parse_duration(connect_timeout, option="connect_timeout")
+        self._connection = connection
+        self._pool_size = pool_size
+        self._link: Link | None = None
+        self._open_lock = asyncio.Lock()
+        # the text form is used only for to_regclass() and advisory lock keys
+        self._qualified = f'"{schema}"."{base}"' if schema else f'"{base}"'
+        self._schema = schema
+
+        def ident(suffix: str) -> sql.Identifier:
+            return sql.Identifier(schema, base + suffix) if schema else sql.Identifier(
+                base + suffix)
+
+        ids = {
+            "runs": ident(""), "attempts": ident("_attempts"), "jobs": ident("_jobs"),
+            "meta": ident("_meta"), "triggers": ident("_triggers"),
+            "runs_running": sql.Identifier(base + "_running"),
+            "attempts_job": sql.Identifier(base + "_attempts_job"),
+            "attempts_run": sql.Identifier(base + "_attempts_run"),
+        }
+        self._regclass = {
+            key: (f'"{schema}".' if schema else "") + f'"{base}{suffix}"'
+            for key, suffix in (("runs", ""), ("attempts", "_attempts"), ("jobs", "_jobs"),
+                                ("meta", "_meta"))
+        }
+
+        def q(text: str) -> sql.Composed:
+            return sql.SQL(text).format(**ids)
+
+        self._q_create = [q(text) for text in queries.CREATE]
+        self._q_read_version = q(queries.READ_VERSION)
+        self._q_register = q(queries.REGISTER)
+        self._q_known = q(queries.KNOWN_JOBS)
+        self._q_request_trigger = q(queries.REQUEST_TRIGGER)
+        self._q_take_triggers = q(queries.TAKE_TRIGGERS)
+        self._q_claim_new = q(queries.CLAIM_NEW)
+        self._q_takeover = q(queries.CLAIM_TAKEOVER)
+        self._q_confirm = q(queries.CONFIRM)
+        self._q_heartbeat = q(queries.HEARTBEAT)
+        self._q_release = q(queries.RELEASE)
+        self._q_finish = q(queries.FINISH)
+        self._q_start_manual = q(queries.START_MANUAL)
+        self._q_finish_manual = q(queries.FINISH_MANUAL)
+        self._q_history = q(queries.HISTORY)
+        self._q_unfinished = q(queries.UNFINISHED)
+        self._q_job_lock = sql.SQL(queries.JOB_LOCK)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresBackend:
+        """Build from ``postgresql://user@host/db?table=schema.name``.
+
+        ``table``, ``pool_size`` and ``connect_timeout_s`` are taken out of the query
+        string; every other parameter (``sslmode``, ``connect_timeout`` …) stays in the
+        URL handed to libpq. Keyword ``options`` override the URL's.
+        """
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        ours = {k: v for k, v in query if k in _URL_OPTIONS}
+        rest = [(k, v) for k, v in query if k not in _URL_OPTIONS]
+        kwargs: dict[str, Any] = {}
+        if "table" in ours:
+            kwargs["table"] = ours["table"]
+        if "pool_size" in ours:
+            try:
+                kwargs["pool_size"] = int(ours["pool_size"])
+            except ValueError:
+                raise ValueError(f"pool_size must be an int, got {ours['pool_size']!r} "
+                                 "in the backend URL") from None
+        if "connect_timeout_s" in ours:
+            kwargs["connect_timeout"] = ours["connect_timeout_s"]
+        kwargs.update(options)
+        dsn = urlunsplit(parts._replace(query=urlencode(rest)))
+        return cls(dsn, **kwargs)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """``host:port/dbname`` of the server (never the password)."""
+        if self._link is not None:
+            return self._link.address
+        if isinstance(self._connection, str):
+            from .links import describe_conninfo
+
+            return describe_conninfo(self._connection)
+        return type(self._connection).__name__
+
+    def _error(self, what: str, exc: BaseException) -> StoreError:
+        return StoreError(f"PostgreSQL at {self.address} (table {self.table}): {what} "
+                          f"failed: {exc}".strip())
+
+    @contextlib.asynccontextmanager
+    async def _session(self, what: str, heartbeat: bool = False) -> AsyncIterator[Session]:
+        if self._link is None:
+            await self.open()
+        link = self._link
+        assert link is not None
+        try:
+            async with link.session(heartbeat=heartbeat) as session:
+                yield session
+        except psycopg.Error as exc:
+            raise self._error(what, exc) from exc
+
+    async def _fetch(self, what: str, query: Query, params: Params | None = None, *,
+                     heartbeat: bool = False) -> list[Row]:
+        async with self._session(what, heartbeat) as session:
+            return await session.fetch(query, params)
+
+    # -- lifecycle --------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, then create the tables if absent (or check their format version)."""
+        async with self._open_lock:
+            if self._link is not None:
+                return
+            link = make_link(self._connection, self._pool_size)
+            try:
+                await link.open(self.connect_timeout)
+            except psycopg.Error as exc:
+                raise self._error("connect", exc) from exc
+            self._link = link
+            try:
+                async with link.session() as session, session.transaction():
+                    await self._setup(session)
+            except BaseException as exc:
+                self._link = None
+                await link.close()
+                if isinstance(exc, psycopg.Error):
+                    raise self._error("creating tables", exc) from exc
+                raise
+
+    async def _setup(self, session: Session) -> None:
+        # Several instances may start at once: the transaction-scoped advisory lock makes
+        # the check-then-create atomic (CREATE ... IF NOT EXISTS alone can still race on
+        # the catalog's unique indexes).
+        await session.fetch(sql.SQL(queries.SETUP_LOCK), {"table": self._qualified})
+        if self._schema is not None:
+            [(exists,)] = await session.fetch(sql.SQL(queries.SCHEMA_EXISTS),
+                                              {"schema": self._schema})
+            if not exists:
+                await session.fetch(sql.SQL(queries.CREATE_SCHEMA).format(
+                    schema=sql.Identifier(self._schema)))
+        [present] = await session.fetch(sql.SQL(queries.EXISTING), self._regclass)
+        runs, attempts, jobs, meta = (bool(v) for v in present)
+        if meta:
+            try:
+                rows = await session.fetch(self._q_read_version)
+            except psycopg.Error as exc:
+                raise IncompatibleStoreError(
+                    f"{self._regclass['meta']} at {self.address} exists but is not an "
+                    f"anarchon format table ({exc}); choose another table= value") from exc
+            version = rows[0][0] if rows else None
+            if version != queries.FORMAT_VERSION:
+                raise IncompatibleStoreError(
+                    f"{self._regclass['meta']} at {self.address} holds anarchon format "
+                    f"{version!r}, this version needs {queries.FORMAT_VERSION!r}; nothing was "
+                    "changed. Use another table= value or migrate the tables")
+            if runs and attempts and jobs:
+                await session.fetch(self._q_create[-2])  # triggers (IF NOT EXISTS)
+                return
+            # a table was dropped by hand: recreate it (IF NOT EXISTS keeps the others)
+            for statement in self._q_create[:-1]:
+                await session.fetch(statement)
+            return
+        if runs or attempts or jobs:
+            raise IncompatibleStoreError(
+                f"tables named after {self._qualified} exist at {self.address} without an "
+                f"anarchon {self._regclass['meta']} table; nothing was changed. Choose "
+                "another table= value")
+        for statement in self._q_create:
+            await session.fetch(statement, {"version": queries.FORMAT_VERSION}
+                                if statement is self._q_create[-1] else None)
+
+    async def close(self) -> None:
+        """Close our pool; return the reserved heartbeat connection to a user's pool."""
+        async with self._open_lock:
+            link, self._link = self._link, None
+            if link is not None:
+                await link.close()
+
+    # -- jobs -------------------------------------------------------------------
+
+    async def register(self, jobs: Sequence[JobSpec]) -> None:
+        """Record the jobs; the first-seen time (store clock) is kept on conflict."""
+        if not jobs:
+            return
+        await self._fetch("register", self._q_register, {
+            "names": [j.name for j in jobs], "kinds": [j.kind for j in jobs],
+            "schedules": [j.schedule for j in jobs]})
+
+    async def request_trigger(self, name: str, data: str | None) -> str:
+        """Store a manual-run request; a running instance with the job takes it."""
+        rows = await self._fetch("trigger", self._q_request_trigger, {"job": name, "data": data})
+        return str(rows[0][0])
+
+    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
+        """Take the pending requests for these jobs (one statement)."""
+        rows = await self._fetch("take_triggers", self._q_take_triggers, {"names": list(names)})
+        return [TriggerRequest(str(i), job, data) for i, job, data in rows]
+
+    async def known_jobs(self) -> list[JobSpec]:
+        """Every job any instance registered in this table namespace."""
+        rows = await self._fetch("known_jobs", self._q_known)
+        return [JobSpec(name, kind, schedule) for name, kind, schedule in rows]
+
+    # -- claims -----------------------------------------------------------------
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        """One round trip, serialised per job by an advisory lock. See ClaimRequest."""
+        check_job_name(request.name)
+        if request.reason == "takeover":
+            query = self._q_takeover
+            params: dict[str, Any] = {
+                "job": request.name, "slot": request.slot, "owner": request.owner,
+                "lease_ms": request.lease_ms, "expected": request.expected_attempt,
+                "max_attempts": request.max_attempts}
+        else:
+            query = self._q_claim_new
+            params = {
+                "job": request.name, "slot": request.slot, "owner": request.owner,
+                "reason": request.reason, "lease_ms": request.lease_ms,
+                "max_late_ms": request.max_late_ms,
+                "catch_up": request.reason == "catch-up", "catch_up_ms": request.catch_up_ms,
+                "skip_overlap": request.overlap == "skip"}
+        lock_params = {"table": self._qualified, "job": request.name}
+        for attempt in range(_RETRIES):
+            try:
+                async with self._session("claim") as session:
+                    rows = await session.serialised(self._q_job_lock, lock_params, query,
+                                                    params)
+                break
+            except StoreError as exc:
+                # deadlocks and serialisation failures roll everything back: retry
+                cause = exc.__cause__
+                retriable = isinstance(cause, (pg_errors.DeadlockDetected,
+                                               pg_errors.SerializationFailure))
+                if not retriable or attempt == _RETRIES - 1:
+                    raise
+        outcome, won_attempt, now_ms, _ = rows[0]
+        return ClaimResult(outcome=cast(ClaimOutcome, outcome), attempt=int(won_attempt),
+                           store_ms=int(now_ms))
+
+    async def confirm(self, request: ClaimRequest) -> int:
+        """The attempt ``request.owner`` holds on the slot (0 if none): read back after
+        a claim whose reply was lost."""
+        rows = await self._fetch("confirm", self._q_confirm, {
+            "job": request.name, "slot": request.slot, "owner": request.owner})
+        if not rows:
+            return 0
+        attempt = int(rows[0][0])
+        if request.reason == "takeover" and attempt != request.expected_attempt + 1:
+            return 0
+        return attempt
+
+    # -- leases -----------------------------------------------------------------
+
+    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
+                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
+        """Renew held leases and read watched runs in one statement, on the connection
+        reserved for heartbeats."""
+        if not held and not watched:
+            return HeartbeatResult(lost=frozenset(), watched=[])
+        rows = await self._fetch("heartbeat", self._q_heartbeat, {
+            "owner": owner, "lease_ms": lease_ms,
+            "held_jobs": [h.name for h in held], "held_slots": [h.slot for h in held],
+            "held_attempts": [h.attempt for h in held],
+            "watched_jobs": [w.name for w in watched],
+            "watched_slots": [w.slot for w in watched]}, heartbeat=True)
+        renewed = {RunKey(r[1], int(r[2])) for r in rows if r[0]}
+        states = [RunState(name=r[1], slot=int(r[2]), owner=r[3], attempt=int(r[4]),
+                           running=bool(r[5]), lease_expired=bool(r[6]),
+                           handed_over=bool(r[7]))
+                  for r in rows if not r[0]]
+        lost = frozenset(h.key for h in held if h.key not in renewed)
+        return HeartbeatResult(lost=lost, watched=states)
+
+    async def release(self, owner: str, run: HeldRun) -> bool:
+        """Expire the lease now and mark the run handed over (fenced)."""
+        rows = await self._fetch("release", self._q_release, {
+            "job": run.name, "slot": run.slot, "owner": owner, "attempt": run.attempt})
+        return bool(rows[0][0])
+
+    async def unfinished(self, names: Sequence[str]) -> list[RunState]:
+        """Runs of these jobs still marked running, oldest slot first per job."""
+        if not names:
+            return []
+        rows = await self._fetch("unfinished", self._q_unfinished, {"names": list(names)})
+        return [RunState(name=r[0], slot=int(r[1]), owner=r[2], attempt=int(r[3]),
+                         running=True, lease_expired=bool(r[4]), handed_over=bool(r[5]))
+                for r in rows]
+
+    # -- outcomes and history ---------------------------------------------------
+
+    async def finish(self, finish: Finish) -> bool:
+        """Record the outcome and prune history, fenced by ``(owner, attempt)``."""
+        if finish.status not in _STATUSES:
+            raise ValueError(f"finish status must be one of {sorted(_STATUSES)}, "
+                             f"got {finish.status!r}")
+        rows = await self._fetch("finish", self._q_finish, {
+            "job": finish.name, "slot": finish.slot, "owner": finish.owner,
+            "attempt": finish.attempt, "status": finish.status, "error": finish.error,
+            "history_size": max(1, finish.history_size),
+            "history_ttl_ms": finish.history_ttl_ms, "retain_runs_ms": finish.retain_runs_ms})
+        return bool(rows[0][0])
+
+    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        """Insert a running manual attempt; the token is its row id."""
+        rows = await self._fetch("start_manual", self._q_start_manual, {
+            "job": name, "owner": owner, "started_ms": started_ms})
+        return str(rows[0][0])
+
+    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                            history_size: int, history_ttl_ms: int | None) -> None:
+        """Record a manual run's outcome and prune the job's history."""
+        await self._fetch("finish_manual", self._q_finish_manual, {
+            "id": int(token), "status": status, "error": error,
+            "history_size": max(1, history_size), "history_ttl_ms": history_ttl_ms})
+
+    async def history(self, name: str, count: int) -> list[RunRecord]:
+        """Newest-first attempts of ``name`` written by any instance."""
+        if count <= 0:
+            return []
+        rows = await self._fetch("history", self._q_history, {"job": name, "count": count})
+        records = []
+        for (job, slot, instance, manual, attempt, reason, status, started, finished,
+             error) in rows:
+            records.append(RunRecord(
+                name=job, slot=int(slot), scheduled_at=_ms_to_datetime(int(slot)),
+                instance_id=instance, manual=bool(manual), attempt=int(attempt),
+                reason=reason, status=status, started_at=_ms_to_datetime(int(started)),
+                finished_at=None if finished is None else _ms_to_datetime(int(finished)),
+                duration=None if finished is None else (int(finished) - int(started)) / 1000,
+                error=error))
+        return records
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.address!r}, table={self.table!r})"
+
+
+__all__ = ["PostgresBackend"]

@@ -1,0 +1,355 @@
+"""The SQL of the PostgreSQL backend, as templates over the backend's table names.
+
+Every statement uses the database clock. Times are stored as ``bigint`` epoch
+milliseconds. Identifiers reach SQL only through :class:`psycopg.sql.Identifier`; values
+only as parameters. The syntax floor is PostgreSQL 9.5 (``ON CONFLICT``, ``CREATE INDEX
+IF NOT EXISTS``, multi-argument ``unnest``); data-modifying CTEs need 9.1.
+
+Clock: ``now()``, not ``clock_timestamp()``. Every statement below runs in its own short
+transaction (autocommit, or the claim's one-round-trip transaction that only takes an
+advisory lock before it), so ``now()`` is the statement's start, read once: all the
+comparisons and the new ``lease_until`` of one statement agree on a single instant.
+``clock_timestamp()`` is volatile and is re-read per row and per call, so a statement
+could judge "expired" and "late" at different instants. The only cost of ``now()`` is a
+lock wait: a claim that queued behind another for the job's lock judges by the time it
+was sent, a few milliseconds early, which can only make it refuse a takeover it might
+have won (the lease looks less expired) or start a lease slightly earlier (shorter).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+FORMAT_VERSION: Final = "1"
+
+# ``{p}`` opens every statement: typed parameters and the clock, read once.
+_NOW_MS: Final = "floor(extract(epoch FROM now()) * 1000)::bigint"
+
+SETUP_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtext('anarchon:setup'), hashtext(%(table)s))"
+
+JOB_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtext(%(table)s), hashtext(%(job)s))"
+
+EXISTING: Final = """
+SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(attempts)s) IS NOT NULL,
+       to_regclass(%(jobs)s) IS NOT NULL, to_regclass(%(meta)s) IS NOT NULL
+"""
+
+SCHEMA_EXISTS: Final = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s)"
+
+CREATE_SCHEMA: Final = "CREATE SCHEMA IF NOT EXISTS {schema}"
+
+READ_VERSION: Final = "SELECT value FROM {meta} WHERE key = 'format_version'"
+
+CREATE: Final = (
+    """CREATE TABLE IF NOT EXISTS {runs} (
+        job text NOT NULL,
+        slot bigint NOT NULL,
+        status text NOT NULL,
+        owner text NOT NULL,
+        attempt integer NOT NULL,
+        counted integer NOT NULL,
+        handed_over boolean NOT NULL DEFAULT false,
+        lease_until bigint NOT NULL,
+        PRIMARY KEY (job, slot))""",
+    "CREATE INDEX IF NOT EXISTS {runs_running} ON {runs} (job, slot) WHERE status = 'running'",
+    """CREATE TABLE IF NOT EXISTS {attempts} (
+        id bigserial PRIMARY KEY,
+        job text NOT NULL,
+        slot bigint NOT NULL,
+        attempt integer NOT NULL,
+        instance text NOT NULL,
+        manual boolean NOT NULL,
+        reason text NOT NULL,
+        status text NOT NULL,
+        started_at bigint NOT NULL,
+        finished_at bigint,
+        error text)""",
+    "CREATE INDEX IF NOT EXISTS {attempts_job} ON {attempts} (job, started_at, id)",
+    "CREATE INDEX IF NOT EXISTS {attempts_run} ON {attempts} (job, slot, attempt)",
+    """CREATE TABLE IF NOT EXISTS {jobs} (
+        name text PRIMARY KEY,
+        kind text NOT NULL,
+        schedule text NOT NULL,
+        first_seen bigint NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS {triggers} (
+        id bigserial PRIMARY KEY,
+        job text NOT NULL,
+        data text,
+        requested_at bigint NOT NULL)""",
+    "INSERT INTO {meta} (key, value) VALUES ('format_version', %(version)s)",
+)
+
+REGISTER: Final = f"""
+INSERT INTO {{jobs}} (name, kind, schedule, first_seen)
+SELECT j.name, j.kind, j.schedule, {_NOW_MS}
+FROM unnest(%(names)s::text[], %(kinds)s::text[], %(schedules)s::text[]) AS j(name, kind, schedule)
+ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, schedule = EXCLUDED.schedule
+"""
+
+REQUEST_TRIGGER: Final = f"""
+INSERT INTO {{triggers}} (job, data, requested_at) VALUES (%(job)s, %(data)s, {_NOW_MS})
+RETURNING id
+"""
+
+# One statement takes the pending requests: concurrent takers never get the same row.
+TAKE_TRIGGERS: Final = "DELETE FROM {triggers} WHERE job = ANY(%(names)s) RETURNING id, job, data"
+
+KNOWN_JOBS: Final = "SELECT name, kind, schedule FROM {jobs} ORDER BY name"
+
+# A new slot (scheduled or catch-up). Runs after the job's advisory lock, so its snapshot
+# already holds every earlier claim of the job; ON CONFLICT is the last line of defence.
+# Overlap looks at every other slot, not only earlier ones: with a jitter longer than the
+# interval, slot N's claim can arrive after slot N+1 started, and must not run beside it.
+CLAIM_NEW: Final = f"""
+WITH p AS (
+    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
+           %(reason)s::text AS reason, %(lease_ms)s::bigint AS lease_ms,
+           %(max_late_ms)s::bigint AS max_late_ms, %(catch_up)s::boolean AS catch_up,
+           %(catch_up_ms)s::bigint AS catch_up_ms, %(skip_overlap)s::boolean AS skip_overlap,
+           {_NOW_MS} AS now_ms
+),
+interrupted AS (
+    UPDATE {{runs}} r SET status = 'interrupted'
+    FROM p
+    WHERE r.job = p.job AND r.slot < p.slot AND r.status = 'running'
+      AND r.lease_until <= p.now_ms
+    RETURNING r.job, r.slot, r.attempt
+),
+interrupted_history AS (
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms
+    FROM interrupted i, p
+    WHERE a.job = i.job AND a.slot = i.slot AND a.attempt = i.attempt
+      AND a.status = 'running' AND NOT a.manual
+    RETURNING a.id
+),
+existing AS (
+    SELECT r.status FROM {{runs}} r, p WHERE r.job = p.job AND r.slot = p.slot
+),
+verdict AS (
+    SELECT CASE
+        WHEN CASE WHEN p.catch_up
+                  THEN p.slot <= p.now_ms - p.catch_up_ms OR NOT EXISTS (
+                       SELECT 1 FROM {{jobs}} j WHERE j.name = p.job AND j.first_seen <= p.slot)
+                  ELSE p.now_ms > p.slot + p.max_late_ms END THEN 'late'
+        WHEN EXISTS (SELECT 1 FROM existing WHERE status = 'skipped') THEN 'overlap'
+        WHEN EXISTS (SELECT 1 FROM existing) THEN 'taken'
+        WHEN p.skip_overlap AND EXISTS (
+             SELECT 1 FROM {{runs}} o
+             WHERE o.job = p.job AND o.slot <> p.slot AND o.status = 'running'
+               AND o.lease_until > p.now_ms) THEN 'overlap'
+        ELSE 'won' END AS outcome
+    FROM p
+),
+inserted AS (
+    INSERT INTO {{runs}} (job, slot, status, owner, attempt, counted, handed_over, lease_until)
+    SELECT p.job, p.slot, CASE WHEN v.outcome = 'won' THEN 'running' ELSE 'skipped' END,
+           p.owner, CASE WHEN v.outcome = 'won' THEN 1 ELSE 0 END,
+           CASE WHEN v.outcome = 'won' THEN 1 ELSE 0 END, false, p.now_ms + p.lease_ms
+    FROM p, verdict v
+    WHERE v.outcome = 'won' OR (v.outcome = 'overlap' AND NOT EXISTS (SELECT 1 FROM existing))
+    ON CONFLICT (job, slot) DO NOTHING
+    RETURNING status
+),
+history AS (
+    INSERT INTO {{attempts}} (job, slot, attempt, instance, manual, reason, status, started_at)
+    SELECT p.job, p.slot, 1, p.owner, false, p.reason, 'running', p.now_ms
+    FROM p, inserted i WHERE i.status = 'running'
+    RETURNING id
+)
+SELECT CASE WHEN v.outcome = 'won' AND NOT EXISTS (SELECT 1 FROM history) THEN 'taken'
+            ELSE v.outcome END,
+       CASE WHEN EXISTS (SELECT 1 FROM history) THEN 1 ELSE 0 END,
+       p.now_ms,
+       (SELECT count(*) FROM interrupted_history)
+FROM p, verdict v
+"""
+
+# A takeover of a running attempt whose lease expired. The UPDATE re-checks its WHERE on
+# the newest row version (READ COMMITTED), so a renewal that committed after this
+# statement's snapshot wins over the verdict: the result is then 'taken'.
+CLAIM_TAKEOVER: Final = f"""
+WITH p AS (
+    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
+           %(lease_ms)s::bigint AS lease_ms, %(expected)s::integer AS expected,
+           %(max_attempts)s::integer AS max_attempts, {_NOW_MS} AS now_ms
+),
+verdict AS (
+    SELECT CASE
+        WHEN r.status IS DISTINCT FROM 'running' OR r.attempt <> p.expected
+             OR r.lease_until > p.now_ms THEN 'taken'
+        WHEN NOT r.handed_over AND r.counted >= p.max_attempts THEN 'exhausted'
+        ELSE 'won' END AS outcome
+    FROM p LEFT JOIN {{runs}} r ON r.job = p.job AND r.slot = p.slot
+),
+updated AS (
+    UPDATE {{runs}} r SET
+        status = CASE WHEN v.outcome = 'won' THEN 'running' ELSE 'interrupted' END,
+        owner = CASE WHEN v.outcome = 'won' THEN p.owner ELSE r.owner END,
+        attempt = CASE WHEN v.outcome = 'won' THEN r.attempt + 1 ELSE r.attempt END,
+        counted = CASE WHEN v.outcome = 'won' THEN r.counted + 1 ELSE r.counted END,
+        handed_over = false,
+        lease_until = CASE WHEN v.outcome = 'won' THEN p.now_ms + p.lease_ms
+                           ELSE r.lease_until END
+    FROM p, verdict v
+    WHERE r.job = p.job AND r.slot = p.slot AND v.outcome IN ('won', 'exhausted')
+      AND r.status = 'running' AND r.attempt = p.expected AND r.lease_until <= p.now_ms
+    RETURNING r.attempt, r.status
+),
+old_history AS (
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms
+    FROM p
+    WHERE EXISTS (SELECT 1 FROM updated) AND a.job = p.job AND a.slot = p.slot
+      AND a.attempt = p.expected AND a.status = 'running' AND NOT a.manual
+    RETURNING a.id
+),
+new_history AS (
+    INSERT INTO {{attempts}} (job, slot, attempt, instance, manual, reason, status, started_at)
+    SELECT p.job, p.slot, u.attempt, p.owner, false, 'takeover', 'running', p.now_ms
+    FROM p, updated u WHERE u.status = 'running'
+    RETURNING id
+)
+SELECT CASE WHEN v.outcome <> 'taken' AND NOT EXISTS (SELECT 1 FROM updated) THEN 'taken'
+            ELSE v.outcome END,
+       COALESCE((SELECT u.attempt FROM updated u WHERE u.status = 'running'), 0),
+       p.now_ms,
+       (SELECT count(*) FROM old_history) + (SELECT count(*) FROM new_history)
+FROM p, verdict v
+"""
+
+CONFIRM: Final = """
+SELECT attempt FROM {runs}
+WHERE job = %(job)s AND slot = %(slot)s AND owner = %(owner)s AND status = 'running'
+  AND NOT handed_over
+"""
+
+# Renew every held lease (fenced) and read every watched run: one statement. The watched
+# rows come from the statement's snapshot, taken before the renewals.
+HEARTBEAT: Final = f"""
+WITH p AS (
+    SELECT %(owner)s::text AS owner, %(lease_ms)s::bigint AS lease_ms, {_NOW_MS} AS now_ms
+),
+held AS (
+    SELECT * FROM unnest(%(held_jobs)s::text[], %(held_slots)s::bigint[],
+                         %(held_attempts)s::integer[]) AS h(job, slot, attempt)
+),
+watched AS (
+    SELECT * FROM unnest(%(watched_jobs)s::text[], %(watched_slots)s::bigint[]) AS w(job, slot)
+),
+renewed AS (
+    UPDATE {{runs}} r SET lease_until = p.now_ms + p.lease_ms
+    FROM p, held h
+    WHERE r.job = h.job AND r.slot = h.slot AND r.attempt = h.attempt AND r.owner = p.owner
+      AND r.status = 'running' AND NOT r.handed_over
+    RETURNING r.job, r.slot
+)
+SELECT true, job, slot, '', 0, true, false, false FROM renewed
+UNION ALL
+SELECT false, r.job, r.slot, r.owner, r.attempt, r.status = 'running',
+       r.lease_until <= p.now_ms, r.handed_over
+FROM {{runs}} r JOIN watched w ON r.job = w.job AND r.slot = w.slot, p
+"""
+
+# Hand-over: the lease ends now and the attempt stops counting towards max_attempts.
+RELEASE: Final = f"""
+WITH p AS (
+    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
+           %(attempt)s::integer AS attempt, {_NOW_MS} AS now_ms
+),
+released AS (
+    UPDATE {{runs}} r SET lease_until = p.now_ms, handed_over = true, counted = r.counted - 1
+    FROM p
+    WHERE r.job = p.job AND r.slot = p.slot AND r.owner = p.owner AND r.attempt = p.attempt
+      AND r.status = 'running' AND NOT r.handed_over
+    RETURNING r.job
+),
+history AS (
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms
+    FROM p
+    WHERE EXISTS (SELECT 1 FROM released) AND a.job = p.job AND a.slot = p.slot
+      AND a.attempt = p.attempt AND a.status = 'running' AND NOT a.manual
+    RETURNING a.id
+)
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM history)
+"""
+
+# Pruning sees the statement's snapshot, where the attempt being finished is still
+# 'running': it is never deleted by its own finish (it may go at a later one).
+_PRUNE: Final = """
+pruned AS (
+    DELETE FROM {attempts} a
+    USING p
+    WHERE EXISTS (SELECT 1 FROM done) AND a.job = p.job AND a.status <> 'running'
+      AND (a.id NOT IN (SELECT k.id FROM {attempts} k WHERE k.job = p.job
+                        ORDER BY k.started_at DESC, k.id DESC LIMIT %(history_size)s)
+           OR a.finished_at < p.now_ms - p.history_ttl_ms)
+    RETURNING a.id
+)"""
+
+FINISH: Final = f"""
+WITH p AS (
+    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
+           %(attempt)s::integer AS attempt, %(status)s::text AS status, %(error)s::text AS error,
+           %(history_ttl_ms)s::bigint AS history_ttl_ms, %(retain_runs_ms)s::bigint AS retain_ms,
+           {_NOW_MS} AS now_ms
+),
+done AS (
+    UPDATE {{runs}} r SET status = p.status, lease_until = p.now_ms
+    FROM p
+    WHERE r.job = p.job AND r.slot = p.slot AND r.owner = p.owner AND r.attempt = p.attempt
+      AND r.status = 'running' AND NOT r.handed_over
+    RETURNING r.job
+),
+history AS (
+    UPDATE {{attempts}} a SET status = p.status, finished_at = p.now_ms, error = p.error
+    FROM p
+    WHERE EXISTS (SELECT 1 FROM done) AND a.job = p.job AND a.slot = p.slot
+      AND a.attempt = p.attempt AND a.status = 'running' AND NOT a.manual
+    RETURNING a.id
+),
+{_PRUNE},
+old_runs AS (
+    DELETE FROM {{runs}} r
+    USING p
+    WHERE EXISTS (SELECT 1 FROM done) AND p.retain_ms > 0 AND r.job = p.job
+      AND r.slot < p.now_ms - p.retain_ms AND r.slot <> p.slot AND r.status <> 'running'
+    RETURNING r.slot
+)
+SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM history),
+       (SELECT count(*) FROM pruned), (SELECT count(*) FROM old_runs)
+"""
+
+START_MANUAL: Final = """
+INSERT INTO {attempts} (job, slot, attempt, instance, manual, reason, status, started_at)
+VALUES (%(job)s, %(started_ms)s, 1, %(owner)s, true, 'manual', 'running', %(started_ms)s)
+RETURNING id
+"""
+
+FINISH_MANUAL: Final = f"""
+WITH p0 AS (
+    SELECT %(id)s::bigint AS id, %(status)s::text AS status, %(error)s::text AS error,
+           %(history_ttl_ms)s::bigint AS history_ttl_ms, {_NOW_MS} AS now_ms
+),
+done AS (
+    UPDATE {{attempts}} a SET status = p0.status, finished_at = p0.now_ms, error = p0.error
+    FROM p0
+    WHERE a.id = p0.id AND a.manual AND a.status = 'running'
+    RETURNING a.job
+),
+p AS (SELECT d.job, p0.now_ms, p0.history_ttl_ms FROM done d, p0),
+{_PRUNE}
+SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM pruned)
+"""
+
+HISTORY: Final = """
+SELECT job, slot, instance, manual, attempt, reason, status, started_at, finished_at, error
+FROM {attempts} WHERE job = %(job)s
+ORDER BY started_at DESC, id DESC
+LIMIT %(count)s
+"""
+
+UNFINISHED: Final = f"""
+SELECT job, slot, owner, attempt, lease_until <= {_NOW_MS}, handed_over
+FROM {{runs}} WHERE job = ANY(%(names)s::text[]) AND status = 'running'
+ORDER BY job, slot
+"""

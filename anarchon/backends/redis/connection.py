@@ -1,0 +1,346 @@
+"""Connections, keys, scripts and history records shared by the Redis/Valkey strategies.
+
+Clients: a URL, a dict of connection kwargs, or the application's own client — redis-py
+or valkey-py, asyncio or sync (sync calls run in a worker thread), standalone or Cluster.
+Clients built here are closed by :meth:`RedisStore.close`; the user's never are.
+
+Keys: every key of one job starts with the hash tag ``{<prefix><job>}``, so all of them
+share a Redis Cluster slot and each script's keys are passed in ``KEYS``. Characters that
+would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from ...errors import IncompatibleStoreError, StoreError
+from ...history import RunRecord
+
+Kind = Literal["redis", "valkey"]
+
+_BAD_PREFIX = re.compile(r"[{}*?\[\]\\\s\x00]")
+_ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
+_ESCAPE_RE = re.compile("[%{}:]")
+_SCRIPT_NAMES = ("claim", "heartbeat", "release", "finish", "manual", "read", "register",
+                 "claim_script", "triggers")
+
+
+def check_prefix(prefix: object) -> str:
+    """Validate a key prefix: refuse characters that would break key patterns or tags."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}: {prefix!r}")
+    if _BAD_PREFIX.search(prefix):
+        raise ValueError(f"invalid prefix {prefix!r}: it must not contain whitespace or any "
+                         "of { } * ? [ ] \\ (they break hash tags and key patterns)")
+    if len(prefix) > 100:
+        raise ValueError(f"invalid prefix {prefix!r}: at most 100 characters")
+    return prefix
+
+
+def escape_name(name: str) -> str:
+    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group()], name)
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    """The keys of one job; they all share the hash tag ``{<prefix><job>}``."""
+
+    tag: str
+
+    @property
+    def runs(self) -> str:
+        return f"{self.tag}:runs"
+
+    @property
+    def active(self) -> str:
+        return f"{self.tag}:active"
+
+    @property
+    def done(self) -> str:
+        return f"{self.tag}:done"
+
+    @property
+    def att(self) -> str:
+        return f"{self.tag}:att"
+
+    @property
+    def hist(self) -> str:
+        return f"{self.tag}:hist"
+
+    @property
+    def stream(self) -> str:
+        return f"{self.tag}:stream"
+
+    @property
+    def seen(self) -> str:
+        return f"{self.tag}:seen"
+
+
+def _load_script(name: str) -> str:
+    package = resources.files(__package__ or "anarchon.backends.redis")
+    common = package.joinpath("common.lua").read_text(encoding="utf-8")
+    body = package.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    return common + "\n" + body
+
+
+def import_error(kind: Kind) -> ImportError:
+    extra = "redis" if kind == "redis" else "valkey"
+    return ImportError(f"the {kind} backend needs a client library: "
+                       f'pip install "anarchon[{extra}]"')
+
+
+def _driver_module(kind: Kind) -> Any:
+    """redis.asyncio (preferred for Redis) or valkey.asyncio (preferred for Valkey)."""
+    order = ("redis", "valkey") if kind == "redis" else ("valkey", "redis")
+    for module in order:
+        try:
+            return __import__(f"{module}.asyncio", fromlist=["Redis"])
+        except ImportError:
+            continue
+    raise import_error(kind)
+
+
+def check_driver(kind: Kind, client: object) -> None:
+    """Fail at construction (no I/O) when we must build a client and no driver exists."""
+    if isinstance(client, (str, dict)):
+        _driver_module(kind)
+
+
+def _normalise_url(url: str) -> str:
+    parts = urlsplit(url)
+    scheme = {"valkey": "redis", "valkeys": "rediss"}.get(parts.scheme, parts.scheme)
+    return urlunsplit((scheme, parts.netloc, parts.path, parts.query, parts.fragment))
+
+
+def describe(client: object) -> str:
+    """Where a client points, for error messages (never the password)."""
+    if isinstance(client, str):
+        parts = urlsplit(client)
+        return f"{parts.hostname or 'localhost'}:{parts.port or 6379}"
+    if isinstance(client, dict):
+        return f"{client.get('host', 'localhost')}:{client.get('port', 6379)}"
+    try:
+        kwargs = client.connection_pool.connection_kwargs  # type: ignore[attr-defined]
+        return f"{kwargs.get('host', 'localhost')}:{kwargs.get('port', 6379)}"
+    except AttributeError:
+        return type(client).__name__
+
+
+class RedisStore:
+    """One connection (own or the user's) and the scripts, with error translation."""
+
+    def __init__(self, kind: Kind, client: object, prefix: str,
+                 cluster: bool | None = None) -> None:
+        self.kind = kind
+        self.prefix = check_prefix(prefix)
+        self._source = client
+        self._cluster_option = cluster
+        self._client: Any = None
+        self._own = isinstance(client, (str, dict))
+        self._sync = False
+        self.cluster = False
+        self._scripts: dict[str, Any] = {}
+        self._lock: asyncio.Lock | None = None
+        self.server_name = kind
+        self.version: tuple[int, ...] = ()
+        self.where = describe(client)
+
+    # -- connecting ------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Connect (once) and read the server version. Safe to call repeatedly."""
+        if self._client is not None:
+            return
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._client is None:
+                await self._connect()
+
+    async def _connect(self) -> None:
+        if self._own:
+            client = await self._open_own()
+        else:
+            client = self._source
+            if not hasattr(client, "execute_command"):
+                raise TypeError(f"unsupported {self.kind} client {type(client).__name__}: "
+                                "pass a URL, a dict of connection kwargs, or a redis-py / "
+                                "valkey-py client")
+            self._sync = not inspect.iscoroutinefunction(client.execute_command)
+            self.cluster = "Cluster" in type(client).__name__
+        scripts = {name: client.register_script(_load_script(name)) for name in _SCRIPT_NAMES}
+        info = await self._call(client.execute_command, "INFO", "server")
+        self._read_version(info)
+        self._scripts = scripts
+        self._client = client
+
+    async def _open_own(self) -> Any:
+        driver = _driver_module(self.kind)
+        source = self._source
+        try:
+            if isinstance(source, str):
+                url = _normalise_url(source)
+                client = driver.Redis.from_url(url)
+                cluster = self._cluster_option
+                if cluster is None:
+                    info = await client.execute_command("INFO", "cluster")
+                    cluster = _info_dict(info).get("cluster_enabled") == "1"
+                if cluster:
+                    await client.aclose()
+                    cluster_cls = driver.RedisCluster if hasattr(driver, "RedisCluster") \
+                        else driver.ValkeyCluster
+                    client = cluster_cls.from_url(url)
+                    await client.initialize()
+                    self.cluster = True
+                return client
+            assert isinstance(source, dict)
+            if self._cluster_option:
+                cluster_cls = getattr(driver, "RedisCluster", None) or driver.ValkeyCluster
+                client = cluster_cls(**source)
+                await client.initialize()
+                self.cluster = True
+                return client
+            return driver.Redis(**source)
+        except (TypeError, ValueError):
+            raise
+        except Exception as exc:
+            raise self.translate(exc) from exc
+
+    def _read_version(self, info: Any) -> None:
+        values = _info_dict(info)
+        if "valkey_version" in values or values.get("server_name") == "valkey":
+            self.server_name = "valkey"
+            text = values.get("valkey_version", values.get("redis_version", "0"))
+        else:
+            self.server_name = "redis"
+            text = values.get("redis_version", "0")
+        self.version = tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+    @property
+    def server_text(self) -> str:
+        return f"{self.server_name.capitalize()} {'.'.join(map(str, self.version))}"
+
+    def require_version(self, minimum: tuple[int, ...], what: str) -> None:
+        if self.server_name == "redis" and self.version < minimum:
+            raise IncompatibleStoreError(
+                f"{what} needs Redis {'.'.join(map(str, minimum))}+; the server at "
+                f"{self.where} is {self.server_text}")
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None or not self._own:
+            return
+        closer = getattr(client, "aclose", None) or getattr(client, "close", None)
+        if closer is not None:
+            result = closer()
+            if inspect.isawaitable(result):
+                await result
+
+    # -- calling -----------------------------------------------------------------------
+
+    def translate(self, exc: BaseException) -> Exception:
+        """Driver errors -> StoreError naming the server; our own errors pass through."""
+        if isinstance(exc, (StoreError, IncompatibleStoreError)):
+            return exc
+        text = str(exc)
+        if "NOSCRIPT" in text:
+            return StoreError(f"{self.kind} at {self.where}: script missing ({text})")
+        return StoreError(f"{self.kind} at {self.where}: {type(exc).__name__}: {text}")
+
+    async def _call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            if self._sync:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            return await fn(*args, **kwargs)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise self.translate(exc) from exc
+
+    async def command(self, *args: Any) -> Any:
+        if self._client is None:
+            await self.connect()
+        return await self._call(self._client.execute_command, *args)
+
+    async def script(self, name: str, keys: Sequence[str], args: Sequence[object]) -> Any:
+        """One EVALSHA (redis-py reloads the script on NOSCRIPT and retries)."""
+        if self._client is None:
+            await self.connect()
+        return await self._call(self._scripts[name], keys=list(keys),
+                                args=[a if isinstance(a, (bytes, str)) else str(a)
+                                      for a in args])
+
+    async def pipeline(self, commands: Sequence[Sequence[object]]) -> list[Any]:
+        """Send commands in one round trip (non-transactional); errors come back as values."""
+        if self._client is None:
+            await self.connect()
+        pipe = self._client.pipeline(transaction=False)
+        for cmd in commands:
+            pipe.execute_command(*cmd)
+        return list(await self._call(pipe.execute, raise_on_error=False))
+
+    # -- keys ----------------------------------------------------------------------------
+
+    def keys(self, name: str) -> JobKeys:
+        return JobKeys("{" + self.prefix + escape_name(name) + "}")
+
+    @property
+    def jobs_key(self) -> str:
+        return f"{self.prefix}jobs"
+
+    @property
+    def triggers_key(self) -> str:
+        return f"{self.prefix}triggers"
+
+
+def _info_dict(info: Any) -> dict[str, str]:
+    if isinstance(info, dict):
+        return {str(k): str(v) for k, v in info.items()}
+    text = info.decode() if isinstance(info, bytes) else str(info)
+    out = {}
+    for line in text.splitlines():
+        if ":" in line and not line.startswith("#"):
+            key, _, value = line.partition(":")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _dt(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def parse_record(name: str, raw: Any) -> RunRecord:
+    """An attempt record written by the scripts, as a :class:`RunRecord`."""
+    data = json.loads(text(raw))
+    slot = int(data["slot"])
+    started = float(data["start"])
+    finished = float(data["fin"]) if data.get("fin") is not None else None
+    return RunRecord(
+        name=name, slot=slot, scheduled_at=_dt(slot), instance_id=str(data["inst"]),
+        manual=bool(data.get("manual", False)), attempt=int(data["att"]),
+        reason=data["reason"], status=data["status"], started_at=_dt(started),
+        finished_at=_dt(finished) if finished is not None else None,
+        duration=(finished - started) / 1000 if finished is not None else None,
+        error=data.get("err"))
+
+
+async def read_history(store: RedisStore, name: str, count: int) -> list[RunRecord]:
+    """Newest-first records (one read-only script call)."""
+    keys = store.keys(name)
+    raws = await store.script("read", [keys.att, keys.hist], ["history", count])
+    records = [parse_record(name, raw) for raw in raws]
+    records.sort(key=lambda r: r.started_at, reverse=True)
+    return records

@@ -1,0 +1,371 @@
+"""The Redis/Valkey lease strategy: every state change is one Lua script call.
+
+Per job (all keys share the hash tag ``{<prefix><job>}``):
+
+* ``runs``   hash ``slot -> {o: owner, a: attempt, c: counted attempts, h: handed over,
+  l: lease_until ms, s: status, r: reason}`` (status ``skipped`` marks an overlap skip);
+* ``active`` zset of running slots scored by ``lease_until`` (overlap, expiry, recovery);
+* ``done``   zset of finished slots scored by their end, to forget old runs after
+  ``retain_runs_ms``;
+* ``att``/``hist`` attempt records (hash ``"<slot>:<attempt>" -> JSON``, zset scored by
+  start) trimmed to ``history_size``/``history_ttl`` (running attempts are kept);
+
+and one registry hash ``<prefix>jobs`` (``name -> {kind, schedule, first_seen}``).
+
+All times come from the server's ``TIME``. On Redis Cluster, a heartbeat over several
+jobs is one script call per job (sent concurrently); on a single server it is one call.
+Replication is asynchronous: at a failover an acknowledged claim can be lost, and a
+backup may then start the same slot again. The ``(slot, attempt)`` fencing token keeps
+the stale runner's later writes from changing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal, overload
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from ...durations import parse_duration
+from ...history import RunRecord, RunStatus
+from ..base import (
+    ClaimRequest,
+    ClaimResult,
+    Finish,
+    HeartbeatResult,
+    HeldRun,
+    JobSpec,
+    LeaseBackend,
+    RunKey,
+    RunState,
+    TriggerRequest,
+)
+from .connection import Kind, RedisStore, check_driver, read_history, text
+
+Strategy = Literal["lease", "stream-id", "script", "idmp"]
+STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
+_URL_OPTIONS = {"prefix", "strategy", "cluster", "window", "duration", "max_size"}
+
+
+class RedisBackend(LeaseBackend):
+    """Redis (5+) as the store. ``strategy="lease"`` (default) holds leases.
+
+    ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
+    client (asyncio or sync; never closed by anarchon). ``prefix`` namespaces every key.
+    The claim-only comparison strategies ``"stream-id"``, ``"script"`` (option
+    ``window``) and ``"idmp"`` (Redis 8.6+, options ``duration``, ``max_size``) build a
+    :class:`~anarchon.backends.base.ClaimBackend` instead.
+    """
+
+    kind: ClassVar[Kind] = "redis"
+    supports_triggers = True
+
+    @overload
+    def __new__(cls, redis: object = ..., *, strategy: Literal["lease"] = ...,
+                prefix: str = ..., cluster: bool | None = ...) -> RedisBackend: ...
+    @overload
+    def __new__(cls, redis: object = ..., *, strategy: str,
+                prefix: str = ..., cluster: bool | None = ..., **options: Any) -> Any: ...
+
+    def __new__(cls, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
+                prefix: str = "cron:", cluster: bool | None = None,
+                **options: Any) -> Any:
+        if strategy == "lease":
+            if options:
+                raise TypeError(f"unknown option(s) {', '.join(sorted(options))} for "
+                                f"{cls.__name__}(strategy='lease')")
+            return super().__new__(cls)
+        from .strategies import claim_backend
+
+        return claim_backend(cls.kind, redis, strategy, prefix=prefix, cluster=cluster,
+                             **options)
+
+    def __init__(self, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
+                 prefix: str = "cron:", cluster: bool | None = None,
+                 **options: Any) -> None:
+        check_driver(self.kind, redis)
+        self.store = RedisStore(self.kind, redis, prefix, cluster)
+        self.name = f"{self.kind}:lease"
+        self._first_seen: dict[str, int] = {}
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Any:
+        """Build from ``redis://host:port/db?prefix=cron:&strategy=lease`` (keyword
+        options override query parameters)."""
+        client_url, query = split_url(url)
+        return cls(client_url, **{**query, **options})
+
+    def __repr__(self) -> str:
+        return (f"<{type(self).__name__} {self.name} {self.store.where} "
+                f"prefix={self.store.prefix!r}>")
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and check the server (Redis 5+ for effect-replicated scripts)."""
+        await self.store.connect()
+        self.store.require_version((5, 0), f"{self.name} (scripts that write after TIME)")
+
+    async def close(self) -> None:
+        """Close the client this backend opened (a client passed in is left open)."""
+        await self.store.close()
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def register(self, jobs: Sequence[JobSpec]) -> None:
+        """Record the jobs and keep each one's first-seen time (used for catch-up)."""
+        self._first_seen.update(await register_jobs(self.store, jobs))
+
+    async def known_jobs(self) -> list[JobSpec]:
+        """Jobs registered by any instance using this prefix."""
+        return await known_jobs(self.store)
+
+    async def _first_seen_ms(self, name: str) -> int:
+        seen = self._first_seen.get(name)
+        if seen is None:
+            raw = await self.store.command("HGET", self.store.jobs_key, name)
+            if raw is None:
+                return -1
+            seen = int(json.loads(text(raw))["first_seen"])
+            self._first_seen[name] = seen
+        return seen
+
+    # -- runs ------------------------------------------------------------------------------
+
+    def _run_keys(self, name: str) -> list[str]:
+        k = self.store.keys(name)
+        return [k.runs, k.active, k.done, k.att, k.hist]
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        """One EVALSHA: server time, lateness, overlap, takeover rules, record the claim."""
+        first_seen = (await self._first_seen_ms(request.name)
+                      if request.reason == "catch-up" else -1)
+        reply = await self.store.script("claim", self._run_keys(request.name), [
+            request.slot, request.owner, request.reason, request.lease_ms,
+            request.max_late_ms, request.max_attempts, request.overlap,
+            request.catch_up_ms, request.expected_attempt, first_seen])
+        outcome = text(reply[0])
+        return ClaimResult(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
+
+    async def confirm(self, request: ClaimRequest) -> int:
+        """Read back who holds the run after a claim whose reply was lost."""
+        raw = await self.store.command("HGET", self.store.keys(request.name).runs,
+                                       str(request.slot))
+        if raw is None:
+            return 0
+        state = json.loads(text(raw))
+        attempt = int(state.get("a", 0))
+        if state.get("s") != "running" or state.get("o") != request.owner:
+            return 0
+        if request.reason == "takeover" and attempt <= request.expected_attempt:
+            return 0
+        return attempt
+
+    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
+                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
+        """Renew every held lease and read every watched run (one call per server, or
+        one per job on a Cluster)."""
+        if not held and not watched:
+            return HeartbeatResult(frozenset(), [])
+        if self.store.cluster:
+            by_job: dict[str, tuple[list[HeldRun], list[RunKey]]] = defaultdict(
+                lambda: ([], []))
+            for run in held:
+                by_job[run.name][0].append(run)
+            for key in watched:
+                by_job[key.name][1].append(key)
+            parts = await asyncio.gather(*(self._heartbeat(owner, h, w, lease_ms)
+                                           for h, w in by_job.values()))
+        else:
+            parts = [await self._heartbeat(owner, held, watched, lease_ms)]
+        lost: set[RunKey] = set()
+        states: list[RunState] = []
+        for part_lost, part_states in parts:
+            lost |= part_lost
+            states += part_states
+        return HeartbeatResult(frozenset(lost), states)
+
+    async def _heartbeat(self, owner: str, held: Sequence[HeldRun], watched: Sequence[RunKey],
+                         lease_ms: int) -> tuple[set[RunKey], list[RunState]]:
+        index: dict[str, int] = {}
+        keys: list[str] = []
+        for name in [r.name for r in held] + [k.name for k in watched]:
+            if name not in index:
+                index[name] = len(index) + 1
+                k = self.store.keys(name)
+                keys += [k.runs, k.active]
+        args: list[object] = [owner, lease_ms, len(held)]
+        for run in held:
+            args += [index[run.name], run.slot, run.attempt]
+        for key in watched:
+            args += [index[key.name], key.slot]
+        now, lost_positions, raw_states = await self.store.script("heartbeat", keys, args)
+        lost = {held[int(p) - 1].key for p in lost_positions}
+        states = [_state(key.name, key.slot, raw, int(now))
+                  for key, raw in zip(watched, raw_states, strict=True)]
+        return lost, states
+
+    async def release(self, owner: str, run: HeldRun) -> bool:
+        """Hand the run over: its lease expires now and the next attempt is not counted."""
+        k = self.store.keys(run.name)
+        done = await self.store.script("release", [k.runs, k.active, k.att],
+                                       [run.slot, owner, run.attempt])
+        return bool(int(done))
+
+    async def finish(self, finish: Finish) -> bool:
+        """Record the outcome if ``(owner, attempt)`` still holds the run."""
+        ttl = -1 if finish.history_ttl_ms is None else finish.history_ttl_ms
+        done = await self.store.script("finish", self._run_keys(finish.name), [
+            finish.slot, finish.owner, finish.attempt, finish.status,
+            0 if finish.error is None else 1, finish.error or "",
+            finish.history_size, ttl, finish.retain_runs_ms])
+        return bool(int(done))
+
+    async def unfinished(self, names: Sequence[str]) -> list[RunState]:
+        """Runs of these jobs still marked running."""
+        if not names:
+            return []
+        groups = [[n] for n in names] if self.store.cluster else [list(names)]
+        parts = await asyncio.gather(*(self._unfinished(group) for group in groups))
+        return [state for part in parts for state in part]
+
+    async def _unfinished(self, names: Sequence[str]) -> list[RunState]:
+        keys: list[str] = []
+        for name in names:
+            k = self.store.keys(name)
+            keys += [k.runs, k.active]
+        now, rows = await self.store.script("read", keys, ["unfinished"])
+        states = []
+        for job_index, slot, raw in rows:
+            state = _state(names[int(job_index) - 1], int(text(slot)), raw, int(now))
+            if state.running:
+                states.append(state)
+        return states
+
+    # -- manual runs and history -----------------------------------------------------------
+
+    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        field = f"m:{started_ms}:{secrets.token_hex(4)}"
+        k = self.store.keys(name)
+        await self.store.script("manual", [k.att, k.hist],
+                                ["start", field, owner, started_ms, 1, "manual"])
+        return json.dumps([name, field])
+
+    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                            history_size: int, history_ttl_ms: int | None) -> None:
+        name, field = json.loads(token)
+        await finish_record(self.store, name, field, "", status, error, history_size,
+                            history_ttl_ms)
+
+    async def request_trigger(self, name: str, data: str | None) -> str:
+        """Queue a manual-run request; a running instance with the job takes it."""
+        request_id = secrets.token_hex(8)
+        await self.store.command("RPUSH", self.store.triggers_key,
+                                 json.dumps({"id": request_id, "job": name, "data": data}))
+        return request_id
+
+    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
+        """Take the pending requests for these jobs (one script call)."""
+        taken = await self.store.script("triggers", [self.store.triggers_key], list(names))
+        requests = [json.loads(text(raw)) for raw in taken or []]
+        return [TriggerRequest(r["id"], r["job"], r["data"]) for r in requests]
+
+    async def history(self, name: str, count: int) -> list[RunRecord]:
+        """Newest-first attempts from every instance (connects on demand)."""
+        return await read_history(self.store, name, count)
+
+
+class ValkeyBackend(RedisBackend):
+    """Valkey as the store: the same scripts and strategies as :class:`RedisBackend`
+    (``idmp`` excepted: Valkey has no ``XADD IDMP``)."""
+
+    kind: ClassVar[Kind] = "valkey"
+
+    @overload
+    def __new__(cls, valkey: object = ..., *, strategy: Literal["lease"] = ...,
+                prefix: str = ..., cluster: bool | None = ...) -> ValkeyBackend: ...
+    @overload
+    def __new__(cls, valkey: object = ..., *, strategy: str,
+                prefix: str = ..., cluster: bool | None = ..., **options: Any) -> Any: ...
+
+    def __new__(cls, valkey: object = "redis://localhost:6379", *, strategy: str = "lease",
+                prefix: str = "cron:", cluster: bool | None = None,
+                **options: Any) -> Any:
+        return super().__new__(cls, valkey, strategy=strategy, prefix=prefix,
+                               cluster=cluster, **options)
+
+    def __init__(self, valkey: object = "redis://localhost:6379", *,
+                 strategy: str = "lease", prefix: str = "cron:",
+                 cluster: bool | None = None, **options: Any) -> None:
+        super().__init__(valkey, strategy=strategy, prefix=prefix, cluster=cluster)
+
+
+async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str, int]:
+    """One script call; returns each job's first-seen time (server ms)."""
+    if not jobs:
+        return {}
+    args: list[object] = []
+    for job in jobs:
+        args += [job.name, job.kind, job.schedule]
+    first = await store.script("register", [store.jobs_key], args)
+    return {job.name: int(seen) for job, seen in zip(jobs, first, strict=True)}
+
+
+async def known_jobs(store: RedisStore) -> list[JobSpec]:
+    raw = await store.command("HGETALL", store.jobs_key)
+    items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+    jobs = []
+    for name, value in items:
+        data = json.loads(text(value))
+        jobs.append(JobSpec(text(name), str(data.get("kind", "")),
+                            str(data.get("schedule", ""))))
+    return sorted(jobs, key=lambda j: j.name)
+
+
+def _state(name: str, slot: int, raw: Any, now: int) -> RunState:
+    if not raw:
+        return RunState(name, slot, "", 0, running=False, lease_expired=True,
+                        handed_over=False)
+    data = json.loads(text(raw))
+    return RunState(name=name, slot=slot, owner=str(data.get("o", "")),
+                    attempt=int(data.get("a", 0)), running=data.get("s") == "running",
+                    lease_expired=int(data.get("l", 0)) <= now,
+                    handed_over=int(data.get("h", 0)) == 1)
+
+
+async def finish_record(store: RedisStore, name: str, field: str, owner: str,
+                        status: RunStatus, error: str | None, history_size: int,
+                        history_ttl_ms: int | None) -> bool:
+    """End one attempt record (fenced by ``owner`` unless empty) and trim the history."""
+    k = store.keys(name)
+    done = await store.script("manual", [k.att, k.hist], [
+        "finish", field, owner, status, 0 if error is None else 1, error or "",
+        history_size, -1 if history_ttl_ms is None else history_ttl_ms])
+    return bool(int(done))
+
+
+def split_url(url: str) -> tuple[str, dict[str, Any]]:
+    """Separate anarchon's options (prefix, strategy, cluster, window …) from a URL."""
+    parts = urlsplit(url)
+    keep, options = [], {}
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key in _URL_OPTIONS:
+            options[key] = _url_value(key, value)
+        else:
+            keep.append((key, value))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep),
+                       parts.fragment)), options
+
+
+def _url_value(key: str, value: str) -> object:
+    if key == "cluster":
+        return value.lower() in ("1", "true", "yes", "on")
+    if key in ("window", "duration"):
+        return parse_duration(value, option=key)
+    if key == "max_size":
+        return int(value)
+    return value
+

@@ -1,0 +1,20 @@
+-- Register jobs, keeping each job's first-seen time.
+-- KEYS: jobs (hash name -> JSON {kind, schedule, first_seen})
+-- ARGV: name_1, kind_1, schedule_1, name_2, ...
+-- Returns {first_seen_1, first_seen_2, ...}.
+if #ARGV % 3 ~= 0 then error('anarchon: register needs name, kind, schedule triples') end
+for i = 1, #ARGV, 3 do text_arg(ARGV[i], 'job name') end
+local now = now_ms()
+local out = {}
+for i = 1, #ARGV, 3 do
+  local first = now
+  local raw = redis.call('HGET', KEYS[1], ARGV[i])
+  if raw then
+    local ok, old = pcall(cjson.decode, raw)
+    if ok and tonumber(old.first_seen) then first = tonumber(old.first_seen) end
+  end
+  redis.call('HSET', KEYS[1], ARGV[i],
+             cjson.encode({kind = ARGV[i + 1], schedule = ARGV[i + 2], first_seen = first}))
+  table.insert(out, first)
+end
+return out

@@ -1,0 +1,48 @@
+"""PostgreSQL: ``ANARCHON_POSTGRES_URL``, default ``postgresql://postgres@127.0.0.1:5432/test``.
+
+Each namespace becomes its own ``table`` (schema-qualified when
+``ANARCHON_POSTGRES_SCHEMA`` is set), so tests share one database without seeing each
+other's jobs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from . import StoreSpec
+
+BASE_URL = os.environ.get("ANARCHON_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+SCHEMA = os.environ.get("ANARCHON_POSTGRES_SCHEMA") or ""
+
+
+def table_for(namespace: str) -> str:
+    """A valid, unique table name for ``namespace`` (at most 48 characters)."""
+    name = "t_" + re.sub(r"[^A-Za-z0-9_]", "_", namespace)
+    if len(name) > 48:
+        digest = hashlib.sha1(namespace.encode()).hexdigest()[:10]
+        name = f"{name[:37]}_{digest}"
+    return f"{SCHEMA}.{name}" if SCHEMA else name
+
+
+def _url(namespace: str) -> str:
+    separator = "&" if "?" in BASE_URL else "?"
+    return f"{BASE_URL}{separator}table={table_for(namespace)}"
+
+
+def _unavailable() -> str | None:
+    try:
+        import psycopg
+    except ImportError:
+        return 'psycopg is not installed (pip install "anarchon[postgres]")'
+    try:
+        with psycopg.connect(BASE_URL, connect_timeout=2, autocommit=True) as conn:
+            conn.execute("SELECT 1")
+    except psycopg.Error as exc:
+        # the message names the variable, not its value (which may hold a password)
+        return f"PostgreSQL at ANARCHON_POSTGRES_URL does not answer: {exc}"
+    return None
+
+
+STORE = StoreSpec(id="postgres", url_for=_url, lease=True, unavailable=_unavailable)

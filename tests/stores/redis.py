@@ -1,0 +1,64 @@
+"""Redis 7 (lease strategy): ``ANARCHON_REDIS_URL``, default ``redis://127.0.0.1:6379/0``.
+
+Each namespace becomes its own key ``prefix``, so tests share one server without seeing
+each other's jobs.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from . import StoreSpec
+
+BASE_URL = os.environ.get("ANARCHON_REDIS_URL") or "redis://127.0.0.1:6379/0"
+
+
+def url_with_prefix(base: str, namespace: str, scheme: str | None = None) -> str:
+    """``base`` with ``prefix=<namespace>:`` added to its query (and the scheme replaced)."""
+    parts = urlsplit(base)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "prefix"]
+    query.append(("prefix", f"{namespace}:"))
+    new_scheme = parts.scheme
+    if scheme is not None:
+        new_scheme = scheme + ("s" if parts.scheme in ("rediss", "valkeys") else "")
+    return urlunsplit((new_scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def redis_unavailable(url: str, variable: str) -> str | None:
+    """None when ``PING`` at ``url`` answers ``PONG``, else why not."""
+    if importlib.util.find_spec("redis") is None:
+        return 'the redis package is not installed (pip install "anarchon[redis]")'
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    try:
+        with socket.create_connection((host, port), timeout=1.0) as sock:
+            if parts.password:
+                user = parts.username or "default"
+                sock.sendall(_command("AUTH", user, parts.password))
+                sock.recv(256)
+            sock.sendall(_command("PING"))
+            reply = sock.recv(256)
+    except OSError as exc:
+        return f"no Redis-protocol server at {host}:{port} ({variable}): {exc}"
+    if not reply.startswith(b"+PONG"):
+        return f"server at {host}:{port} ({variable}) answered {reply[:80]!r} to PING"
+    return None
+
+
+def _command(*words: str) -> bytes:
+    out = [f"*{len(words)}\r\n".encode()]
+    for word in words:
+        data = word.encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
+
+
+def _url(namespace: str) -> str:
+    return url_with_prefix(BASE_URL, namespace)
+
+
+STORE = StoreSpec(id="redis", url_for=_url, lease=True,
+                  unavailable=lambda: redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL"))
