@@ -11,7 +11,6 @@ from .context import RunContext
 from .errors import JobTimeout
 from .jobs import Job
 
-
 logger = logging.getLogger("anarchon")
 
 
