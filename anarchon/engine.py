@@ -75,6 +75,7 @@ class AsyncScheduler(JobRegistry):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._job_loops: dict[str, asyncio.Task[None]] = {}
         self._runs: set[asyncio.Task[Any]] = set()
+        self._async_recent: set[str] = set()  # async jobs started since the last lag check
         self._opened = False
         self._started = False
         self._stopping = False
@@ -354,6 +355,8 @@ class AsyncScheduler(JobRegistry):
             return Outcome(exc, False), None
         ctx = RunContext(job.name, slot, ms_to_datetime(slot), self.instance_id, manual,
                          attempt, reason, signal, run_data)
+        if job.is_async:
+            self._async_recent.add(job.name)
         return await run_handler(job, ctx), ctx
 
     def _lost(self, held: Held) -> None:
@@ -371,9 +374,11 @@ class AsyncScheduler(JobRegistry):
             before = time.monotonic()
             await asyncio.sleep(step)
             lag = time.monotonic() - before - step
+            recent, self._async_recent = self._async_recent, set()
             if lag > self.options.heartbeat:
-                busy = sorted({k.name for k in (self._keeper.held if self._keeper else {})
-                               if self._jobs.get(k.name) and self._jobs[k.name].is_async})
+                held = self._keeper.held if self._keeper else {}
+                busy = sorted(recent | {k.name for k in held if k.name in self._jobs
+                                        and self._jobs[k.name].is_async})
                 logger.warning("event loop blocked for %.1fs (heartbeat %gs): heartbeats were "
                                "late; async job(s) running: %s — use await or a thread for "
                                "blocking work", lag, self.options.heartbeat,

@@ -1,0 +1,110 @@
+"""SQLite specifics: URLs, the user's connection, foreign tables, no I/O before start."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from anarchon import AsyncScheduler, IncompatibleStoreError, SqliteBackend, from_url
+from anarchon.backends.base import JobSpec
+from tests.support import run
+
+
+def test_from_url_reads_path_and_options(tmp_path: Path) -> None:
+    backend = from_url(f"sqlite:///{tmp_path}/x.db?table=svc_runs&busy_timeout=2s")
+    assert isinstance(backend, SqliteBackend)
+    assert (backend.database, backend.table, backend.busy_timeout) == (
+        f"{tmp_path}/x.db", "svc_runs", 2.0)
+    with pytest.raises(ValueError, match="colour"):
+        from_url("sqlite:///x.db?colour=red")
+    with pytest.raises(ValueError, match="scheme"):
+        from_url("mysql://localhost/db")
+
+
+@pytest.mark.parametrize("table", ["", "1abc", "a-b", "a;drop table x", "s.t", "x" * 49])
+def test_bad_table_names_are_refused(table: str) -> None:
+    with pytest.raises(ValueError, match="table"):
+        SqliteBackend("x.db", table=table)
+
+
+def test_nothing_touches_the_file_before_start(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.db"
+    scheduler = AsyncScheduler(SqliteBackend(str(path)))
+    scheduler.every("tick", "1s", lambda ctx: None)
+    assert not path.exists()
+
+
+def test_user_connection_is_used_and_never_closed(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / "own.db", isolation_level=None,
+                                 check_same_thread=False)
+
+    async def scenario() -> None:
+        backend = SqliteBackend(connection)
+        await backend.open()
+        await backend.register([JobSpec("job", "every", "every 1s")])
+        await backend.close()
+
+    run(scenario())
+    assert connection.execute("SELECT name FROM anarchon_runs_jobs").fetchall() == [("job",)]
+    connection.close()
+
+
+def test_user_connection_must_be_in_autocommit(tmp_path: Path) -> None:
+    connection = sqlite3.connect(tmp_path / "own.db")
+    with pytest.raises(ValueError, match="isolation_level=None"):
+        SqliteBackend(connection)
+    connection.close()
+
+
+def test_foreign_table_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE anarchon_runs (id INTEGER, note TEXT)")
+        connection.execute("INSERT INTO anarchon_runs VALUES (1, 'mine')")
+
+    with pytest.raises(IncompatibleStoreError, match="not created by anarchon"):
+        run(SqliteBackend(str(path)).open())
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT * FROM anarchon_runs").fetchall() == [(1, "mine")]
+
+
+def test_other_format_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+
+    async def create() -> None:
+        backend = SqliteBackend(str(path))
+        await backend.open()
+        await backend.close()
+
+    run(create())
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE anarchon_runs_meta SET value = '99'")
+    with pytest.raises(IncompatibleStoreError, match="format version 99"):
+        run(SqliteBackend(str(path)).open())
+
+
+def test_blocked_event_loop_is_reported_with_the_job_name(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    async def blocker(ctx: object) -> None:
+        time.sleep(0.8)  # noqa: ASYNC251 - blocking the loop is what is tested
+
+    async def scenario() -> None:
+        scheduler = AsyncScheduler(SqliteBackend(str(tmp_path / "x.db")), lease=2,
+                                   heartbeat=0.2, jitter=0)
+        scheduler.every("blocker", "0.5s", blocker)
+        await scheduler.start()
+        deadline = time.monotonic() + 5
+        while "event loop blocked" not in caplog.text:
+            assert time.monotonic() < deadline, "no warning"
+            await asyncio.sleep(0.05)
+        await scheduler.stop()
+
+    with caplog.at_level(logging.WARNING, logger="anarchon"):
+        run(scenario())
+    assert "blocker" in caplog.text
