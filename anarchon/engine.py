@@ -262,8 +262,8 @@ class AsyncScheduler(JobRegistry):
         elif outcome == "exhausted":
             logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
                            job.name, slot, job.max_attempts)
-        elif outcome == "taken" and reason != "takeover":
-            if self._keeper is not None:
+        elif outcome == "taken":
+            if self._keeper is not None:  # back it up (a lost takeover too: attempt 3 …)
                 self._keeper.watch(RunKey(job.name, slot))
             if reason == "scheduled":
                 self._emit("skip", job.name, slot, reason=outcome)
@@ -327,8 +327,9 @@ class AsyncScheduler(JobRegistry):
         if isinstance(self.backend, LeaseBackend):
             result = await self._store(job, self.backend.heartbeat(
                 self.instance_id, [run], [], to_ms(lease)))
-            if result is not None and run.key in result.lost:
-                self._emit("lost", job.name, run.slot, run.attempt, "lost")
+            # "lost" here is no news: the worker may already have finished it
+            if result is not None and run.key not in result.lost and self._keeper is not None:
+                self._keeper.watch(run.key)  # if nobody finishes it, take it over
 
     async def _hand_over(self, job: Job, run: HeldRun) -> None:
         assert isinstance(self.backend, LeaseBackend)

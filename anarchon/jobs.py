@@ -147,7 +147,8 @@ def build_job(
                                 f"backend {backend_name} only picks one winner per slot")
     converted = dict(scheduler.defaults)
     converted.update(_convert(options, job=name, kind=kind))
-    schedule = build_schedule(kind, name, when, converted)
+    schedule = when if isinstance(when, Schedule) else build_schedule(kind, name, when,
+                                                                      converted)
     return Job(
         name=name,
         schedule=schedule,

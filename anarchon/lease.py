@@ -112,6 +112,6 @@ class LeaseKeeper:
             state = seen.get(key)
             if state is None or not state.running:
                 self.watched.discard(key)
-            elif state.lease_expired and state.owner != self.owner:
+            elif state.lease_expired:
                 self.watched.discard(key)
                 self._on_expired(state)

@@ -14,7 +14,7 @@ from .backends.base import Backend
 from .errors import JobNotFoundError
 from .jobs import LEASE_ONLY_OPTIONS, Handler, Job, SchedulerOptions, build_job
 from .names import check_job_name
-from .slots import ms_to_datetime
+from .slots import Schedule, ms_to_datetime
 
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R", bound="JobRegistry")
@@ -140,7 +140,6 @@ class JobRegistry:
 
     def __init__(self, backend: Backend, options: Mapping[str, Any]) -> None:
         self.backend = backend
-        self.options = SchedulerOptions.build(options)
         for option in options:
             if not backend.supports_leases and option in LEASE_ONLY_OPTIONS:
                 raise TypeError(f"option {option!r} needs a lease backend; backend "
@@ -148,6 +147,7 @@ class JobRegistry:
             if option == "history_ttl" and not backend.supports_history_ttl:
                 raise TypeError(f"option 'history_ttl' is not supported by backend "
                                 f"{backend.name}; it keeps history by count (history_size)")
+        self.options = SchedulerOptions.build(options)
         self._jobs: dict[str, Job] = {}
 
     @overload
@@ -197,6 +197,23 @@ class JobRegistry:
         if when is None:
             raise TypeError(f"at({name!r}) needs a time, e.g. at('launch', '2026-12-24T18:00Z')")
         return self._register("at", name, when, handler, options)
+
+    @overload
+    def schedule(self, name: str | None, schedule: Schedule, handler: None = None,
+                 **options: Any) -> Callable[[F], F]: ...
+
+    @overload
+    def schedule(self: R, name: str | None, schedule: Schedule, handler: Handler,
+                 **options: Any) -> R: ...
+
+    def schedule(self, name: str | None = None, schedule: Schedule | None = None,
+                 handler: Handler | None = None, **options: Any) -> Any:
+        """Run on a custom :class:`anarchon.slots.Schedule` (pure and identical on every
+        instance, e.g. a framework's own calendar rules). Options follow its ``kind``."""
+        if not isinstance(schedule, Schedule):
+            raise TypeError(f"schedule({name!r}) needs an anarchon.slots.Schedule, "
+                            f"got {schedule!r}")
+        return self._register(schedule.kind, name, schedule, handler, options)
 
     def _register(self, kind: str, name: str | None, when: Any, handler: Handler | None,
                   options: Mapping[str, Any]) -> Any:

@@ -88,6 +88,12 @@ class Scheduler:
         result = self.core.at(name, when, handler, **options)
         return self if handler is not None else result
 
+    def schedule(self, name: str | None = None, schedule: Any = None,
+                 handler: Handler | None = None, **options: Any) -> Any:
+        """See :meth:`AsyncScheduler.schedule` (a custom :class:`anarchon.slots.Schedule`)."""
+        result = self.core.schedule(name, schedule, handler, **options)
+        return self if handler is not None else result
+
     def register(self, obj: object, prefix: str = "",
                  defaults: dict[str, Any] | None = None) -> list[str]:
         """Register ``obj``'s job-marked methods (see :meth:`AsyncScheduler.register`)."""

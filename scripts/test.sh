@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # The README's second command: set up, start every server the tests need, run all tests.
-# Extra arguments go to pytest (e.g. scripts/test.sh -m "not slow").
+# With arguments, they go to one pytest run (e.g. scripts/test.sh -m "not slow" tests/unit).
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
-setup_venv "dev,redis,valkey,postgres"
+setup_venv "dev,all"
 cd "$ROOT"
+
+# The Django admin's real-browser test drives Debian's Chromium (as root on Debian only).
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
+   ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
+    echo "[test] installing chromium and chromium-driver" >&2
+    apt-get update -qq >&2 && apt-get install -y -qq chromium chromium-driver >&2
+fi
 
 ENV_FILE="$ROOT/.servers.env"
 "$VENV/bin/python" scripts/servers.py start --cluster --env-file "$ENV_FILE"
@@ -14,4 +21,13 @@ set -a
 source "$ENV_FILE"
 set +a
 
-"$VENV/bin/python" -m pytest -p no:cacheprovider "$@"
+PYTEST=("$VENV/bin/python" -m pytest -p no:cacheprovider -rs)
+if [ "$#" -gt 0 ]; then
+    "${PYTEST[@]}" "$@"
+    exit
+fi
+# Django's test settings configure the process: its suite runs in a pytest of its own.
+status=0
+"${PYTEST[@]}" --ignore=tests/frameworks/django tests || status=$?
+"${PYTEST[@]}" tests/frameworks/django || status=$?
+exit "$status"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -11,6 +12,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from anarchon import from_url
+from anarchon.backends.base import JobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,6 +40,8 @@ class Cluster:
         return proc
 
     def start(self, *instances: str) -> None:
+        if not self.procs:
+            asyncio.run(_register(self.url, self.job))
         for instance in instances:
             self.spawn(instance)
         self.wait_for(lambda lines: all(any(r["kind"] == "ready" and r["instance"] == i
@@ -78,6 +84,16 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+async def _register(url: str, job: dict[str, Any]) -> None:
+    """Tell the store about the job before any instance starts, as an earlier deploy
+    would: an instance that starts after a one-off slot on a loaded machine then still
+    catches it up instead of never running it."""
+    backend = from_url(url)
+    await backend.open()
+    await backend.register([JobSpec(job["name"], job["kind"], str(job["when"]))])
+    await backend.close()
 
 
 def first(kind: str, **match: Any) -> Callable[[list[dict[str, Any]]], dict[str, Any] | None]:

@@ -110,7 +110,7 @@ def test_all_down_at_the_slot_is_caught_up(make_cluster: Any) -> None:
     time.sleep(2.5)  # the job's next slot passes while every instance is down
     before = {r["slot"] for r in begins(cluster)}
     cluster.start("c")
-    caught = cluster.wait_for(first("begin", reason="catch-up"), 10, "catch-up")
+    caught = cluster.wait_for(first("begin", reason="catch-up", instance="c"), 10, "catch-up")
     assert caught["slot"] > done["slot"]
     assert caught["slot"] not in before  # a slot nobody had started
 

@@ -1,0 +1,165 @@
+"""Where anarchon's settings come from in a Celery app.
+
+Celery config keys (SPEC §16): ``anarchon_backend`` (URL or backend object),
+``anarchon_options`` (dict for the backend: prefix, table …), ``anarchon_scheduler``
+(dict of scheduler options: lease, heartbeat, jitter …), plus this package's own
+``anarchon_track_outcomes`` (bool), ``anarchon_queue_lease`` (duration) and
+``anarchon_stop_timeout`` (duration). Under Django's ``CELERY_`` namespace the same keys
+are upper-cased. When none of them is set and Django is configured, Django's
+``ANARCHON`` setting is read (keys ``BACKEND``, ``OPTIONS``, ``SCHEDULER``, any case).
+With nothing set and a ``redis://`` broker, the broker's Redis is used with its own
+prefix ``anarchon:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from anarchon import Backend, from_url, parse_duration
+
+DEFAULT_PREFIX = "anarchon:"
+_REDIS_SCHEMES = ("redis", "rediss")
+
+
+class ConfigurationError(ValueError):
+    """anarchon_celery cannot find or understand its settings."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """anarchon settings of one Celery app, resolved but not connected."""
+
+    #: a URL or a backend object
+    backend: str | Backend
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+    scheduler_options: Mapping[str, Any] = field(default_factory=dict)
+    track_outcomes: bool = False
+    queue_lease: float = 600.0
+    stop_timeout: float = 30.0
+    #: where the backend came from, for the beat banner
+    source: str = "anarchon_backend"
+
+    def build_backend(self) -> Backend:
+        """The backend (no I/O: backends connect on ``open()``)."""
+        if isinstance(self.backend, Backend):
+            if self.backend_options:
+                raise ConfigurationError(
+                    "anarchon_options only applies when anarchon_backend is a URL; "
+                    "configure the backend object directly")
+            return self.backend
+        return from_url(self.backend, **dict(self.backend_options))
+
+    def describe(self) -> str:
+        """One line for the beat banner, without passwords."""
+        backend = self.backend
+        text = repr(backend) if isinstance(backend, Backend) else _sanitize(backend)
+        extra = ", ".join(f"{k}={v!r}" for k, v in self.backend_options.items())
+        return f"{text}{' (' + extra + ')' if extra else ''} [{self.source}]"
+
+
+def _get(conf: Any, key: str) -> Any:
+    for candidate in (key, key.upper(), "CELERY_" + key.upper()):
+        try:
+            value = conf.get(candidate)
+        except Exception:  # a lazy settings object that cannot load
+            value = None
+        if value is not None:
+            return value
+    return None
+
+
+def _django_settings() -> Mapping[str, Any] | None:
+    """``settings.ANARCHON`` when Django is installed and configured, else ``None``."""
+    try:
+        from django.conf import settings  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    try:
+        if not settings.configured:
+            return None
+        value = getattr(settings, "ANARCHON", None)
+    except Exception:
+        return None
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"settings.ANARCHON must be a dict, got {type(value).__name__}")
+    return {str(k).lower(): v for k, v in value.items()}
+
+
+def _mapping(value: Any, key: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigurationError(f"{key} must be a dict, got {type(value).__name__}: {value!r}")
+    return dict(value)
+
+
+def broker_default(broker_url: Any) -> str | None:
+    """The broker's Redis without query or credentials-in-query, if it is Redis."""
+    if not isinstance(broker_url, str):
+        return None
+    first = broker_url.split(";")[0].strip()
+    parts = urlsplit(first)
+    if parts.scheme.lower() not in _REDIS_SCHEMES:
+        return None
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/0", "", ""))
+
+
+def resolve(app: Any) -> Settings:
+    """Read the settings of ``app`` (no I/O). Raises :class:`ConfigurationError`."""
+    conf = app.conf
+    backend = _get(conf, "anarchon_backend")
+    options = _mapping(_get(conf, "anarchon_options"), "anarchon_options")
+    scheduler = _mapping(_get(conf, "anarchon_scheduler"), "anarchon_scheduler")
+    source = "anarchon_backend"
+    if backend is None:
+        django = _django_settings()
+        if django is not None and django.get("backend") is not None:
+            backend = django["backend"]
+            options = {**_mapping(django.get("options"), "ANARCHON['OPTIONS']"), **options}
+            scheduler = {**_mapping(django.get("scheduler"), "ANARCHON['SCHEDULER']"),
+                         **scheduler}
+            source = "settings.ANARCHON"
+    if backend is None:
+        default = broker_default(_get(conf, "broker_url"))
+        if default is None:
+            raise ConfigurationError(
+                "anarchon_celery needs a store: set anarchon_backend in the Celery config "
+                "(e.g. app.conf.anarchon_backend = 'redis://localhost:6379/0' or "
+                "'postgresql://…' or 'sqlite:///beat.db'); the broker is not Redis, so "
+                "there is no default")
+        backend = default
+        options = {"prefix": DEFAULT_PREFIX, **options}
+        source = "default: the broker's Redis"
+    if not isinstance(backend, (str, Backend)):
+        raise ConfigurationError("anarchon_backend must be a URL or an anarchon backend, got "
+                                 f"{type(backend).__name__}: {backend!r}")
+    track = _get(conf, "anarchon_track_outcomes")
+    queue_lease = _get(conf, "anarchon_queue_lease")
+    stop_timeout = _get(conf, "anarchon_stop_timeout")
+    return Settings(
+        backend=backend,
+        backend_options=options,
+        scheduler_options=scheduler,
+        track_outcomes=bool(track),
+        queue_lease=parse_duration(queue_lease if queue_lease is not None else 600,
+                                   option="anarchon_queue_lease"),
+        stop_timeout=parse_duration(stop_timeout if stop_timeout is not None else 30,
+                                    option="anarchon_stop_timeout"),
+        source=source,
+    )
+
+
+def _sanitize(url: str) -> str:
+    try:
+        from kombu.utils.url import maybe_sanitize_url
+    except ImportError:  # pragma: no cover - kombu comes with celery
+        return url
+    return str(maybe_sanitize_url(url))
+
+
+__all__ = ["ConfigurationError", "DEFAULT_PREFIX", "Settings", "broker_default", "resolve"]

@@ -1,0 +1,90 @@
+"""The job handler of one beat entry: the slot winner publishes the task."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from anarchon import RunContext
+
+logger = logging.getLogger("anarchon.celery")
+
+_TASK_ID_NAMESPACE = uuid.UUID("6f1c3b1e-6a55-4c4f-9a8e-3d1c2b7a0a11")
+_FIRST_RETRY, _MAX_RETRY = 0.5, 10.0
+
+
+def task_id_for(job: str, slot: int, attempt: int) -> str:
+    """The task id anarchon_celery gives the message of one attempt (deterministic)."""
+    return str(uuid.uuid5(_TASK_ID_NAMESPACE, f"{job}\x00{slot}\x00{attempt}"))
+
+
+def _evaluate(value: Any) -> Any:
+    from celery.beat import BeatLazyFunc
+
+    return value() if isinstance(value, BeatLazyFunc) else value
+
+
+class Publisher:
+    """Publishes one entry's task for the slot this instance won.
+
+    With outcome tracking the run is detached (``ctx.detach(queue_lease)``): the worker
+    finishes it. A failed publish is retried with backoff while the slot is within
+    ``max_late``; then the run is recorded as a failure (never silently lost).
+    """
+
+    def __init__(self, app: Any, entry: Any, publish_options: Mapping[str, Any], *,
+                 track: bool, queue_lease: float, max_late: float) -> None:
+        self.app = app
+        self.entry = entry
+        self.publish_options = dict(publish_options)
+        self.track = track
+        self.queue_lease = queue_lease
+        self.max_late = max_late
+
+    def headers(self, ctx: RunContext) -> dict[str, Any]:
+        """The ``anarchon_*`` headers of this attempt (detaching it when tracking)."""
+        if self.track:
+            return dict(ctx.detach(lease=self.queue_lease).to_headers())
+        return {"anarchon_job": ctx.name, "anarchon_slot": ctx.slot,
+                "anarchon_attempt": ctx.attempt}
+
+    def __call__(self, ctx: RunContext) -> None:
+        anarchon_headers = self.headers(ctx)
+        deadline = ctx.slot / 1000 + self.max_late
+        delay = _FIRST_RETRY
+        while True:
+            try:
+                self.publish(ctx, anarchon_headers)
+                return
+            except Exception as exc:
+                if time.time() + delay > deadline:
+                    logger.error("beat entry %r slot %s: publish failed, slot is now past "
+                                 "max_late: %s", ctx.name, ctx.slot, exc)
+                    raise
+                logger.warning("beat entry %r slot %s: publish failed (%s); retrying in "
+                               "%.1fs", ctx.name, ctx.slot, exc, delay)
+                if ctx.signal.wait(delay):
+                    raise
+                delay = min(delay * 2, _MAX_RETRY)
+
+    def publish(self, ctx: RunContext, anarchon_headers: Mapping[str, Any]) -> Any:
+        """Send the task once; raises what the broker raised."""
+        entry = self.entry
+        options = dict(self.publish_options)
+        headers = {**dict(options.pop("headers", None) or {}), **anarchon_headers,
+                   "celery_beat_task": True}
+        options.setdefault("task_id", task_id_for(ctx.name, ctx.slot, ctx.attempt))
+        args = [_evaluate(v) for v in (entry.args or ())]
+        kwargs = {k: _evaluate(v) for k, v in (entry.kwargs or {}).items()}
+        task = self.app.tasks.get(entry.task)
+        logger.info("beat entry %r slot %s attempt %d: sending %s", ctx.name, ctx.slot,
+                    ctx.attempt, entry.task)
+        if task is not None:
+            return task.apply_async(args, kwargs, headers=headers, **options)
+        return self.app.send_task(entry.task, args, kwargs, headers=headers, **options)
+
+
+__all__ = ["Publisher", "task_id_for"]

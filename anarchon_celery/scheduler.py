@@ -1,0 +1,143 @@
+"""``anarchon_celery.Scheduler``: a Celery beat scheduler for running beat on every node.
+
+Every beat computes the same slots; at each slot the beats claim it in anarchon's store
+and only the winner publishes. The engine runs in its own thread; beat's ``tick()`` only
+tells beat how long to sleep and never touches the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from celery import beat
+
+from anarchon import Scheduler as CoreScheduler
+from anarchon import parse_duration
+
+from .config import Settings, resolve
+from .convert import JobPlan, app_timezone, convert_entry
+from .publish import Publisher
+
+logger = logging.getLogger("anarchon.celery")
+
+
+class Scheduler(beat.Scheduler):
+    """Run ``celery beat -S anarchon_celery:Scheduler`` on every node.
+
+    Entries become anarchon jobs: numbers and ``timedelta`` run ``every`` interval on the
+    UTC epoch grid (stock beat counts from process start instead), ``crontab`` entries
+    follow Celery's own crontab results in the app's timezone. Only the slot winner
+    publishes, with ``anarchon_job``/``anarchon_slot``/``anarchon_attempt`` headers.
+
+    The core scheduler is the public attribute :attr:`anarchon` (built on first access,
+    without I/O). Building with ``lazy=True`` (beat's banner) has no side effects.
+    """
+
+    def __init__(self, app: Any, lazy: bool = False, **kwargs: Any) -> None:
+        self._core: CoreScheduler | None = None
+        self._settings: Settings | None = None
+        self._entries_loaded = False
+        self._started = False
+        self._closed = False
+        self._next_due: float | None = None
+        super().__init__(app, lazy=lazy, **kwargs)
+
+    # -- configuration (pure) ---------------------------------------------------------------
+
+    @property
+    def settings(self) -> Settings:
+        """anarchon settings read from the app's config (no I/O)."""
+        if self._settings is None:
+            self._settings = resolve(self.app)
+        return self._settings
+
+    def _load_entries(self) -> None:
+        if self._entries_loaded:
+            return
+        # beat_schedule first, then the default entries: the base order would drop
+        # celery.backend_cleanup again (merge_inplace removes unknown names).
+        self.merge_inplace(self.app.conf.beat_schedule or {})
+        self.install_default_entries(self.schedule)
+        self._entries_loaded = True
+
+    def plans(self) -> list[JobPlan]:
+        """The jobs the entries become (raises naming an entry that cannot be converted)."""
+        self._load_entries()
+        tz = app_timezone(self.app)
+        return [convert_entry(name, entry, tz) for name, entry in sorted(self.schedule.items())]
+
+    @property
+    def anarchon(self) -> CoreScheduler:
+        """The core scheduler this beat drives (jobs registered, not started)."""
+        if self._core is None:
+            self._core = self._build()
+        return self._core
+
+    def _build(self) -> CoreScheduler:
+        settings = self.settings
+        options = dict(settings.scheduler_options)
+        core = CoreScheduler(settings.build_backend(), **options)
+        default_max_late = parse_duration(options.get("max_late", 60), option="max_late")
+        for plan in self.plans():
+            track = bool(plan.extra.get("track_outcomes", settings.track_outcomes))
+            queue_lease = float(plan.extra.get("queue_lease", settings.queue_lease))
+            max_late = parse_duration(plan.options.get("max_late", default_max_late),
+                                      option=f"beat entry {plan.name!r}: max_late")
+            publisher = Publisher(self.app, self.schedule[plan.name], plan.publish_options,
+                                  track=track, queue_lease=queue_lease, max_late=max_late)
+            if plan.schedule is not None:
+                core.schedule(plan.name, plan.schedule, publisher, **plan.options)
+            else:
+                core._add(plan.kind, plan.name, plan.when, publisher, dict(plan.options))
+        return core
+
+    # -- beat's interface -------------------------------------------------------------------
+
+    def setup_schedule(self) -> None:
+        """Load entries, build the core scheduler and start it (not called when lazy)."""
+        core = self.anarchon
+        core.start()
+        self._started = True
+        logger.info("anarchon_celery: %d entr%s on %s; instance %s", len(core.job_names),
+                    "y" if len(core.job_names) == 1 else "ies", core.backend.name,
+                    core.instance_id)
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        """Seconds until the next slot (at most ``max_interval``); never touches the store."""
+        max_interval = float(self.max_interval or 300)
+        if self._core is None or self._closed:
+            return max_interval
+        now = time.time()
+        if self._next_due is None or self._next_due <= now:
+            upcoming = [run.timestamp() for name in self._core.job_names
+                        if (run := self._core.next_run(name)) is not None]
+            self._next_due = min(upcoming) if upcoming else now + max_interval
+        return max(min(self._next_due - now, max_interval), 0.001)
+
+    def sync(self) -> None:
+        """Nothing to persist: the store holds the state."""
+
+    def close(self) -> None:
+        """Stop gracefully, handing running slots over to another beat. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._core is not None and self._started:
+                self._core.stop(self.settings.stop_timeout)
+        finally:
+            super().close()
+
+    @property
+    def info(self) -> str:
+        """The beat banner's line (no side effects)."""
+        try:
+            where = self.settings.describe()
+        except Exception as exc:
+            where = f"not configured: {exc}"
+        return f"    . anarchon -> {where}"
+
+
+__all__ = ["Scheduler"]

@@ -1,0 +1,176 @@
+"""Worker side: record each published slot's real outcome in anarchon's history.
+
+Call :func:`track_outcomes` once in the module that defines the Celery app (workers and
+beats import it). Beats then leave each run open when they publish (``ctx.detach``),
+and workers report ``running`` -> ``success`` / ``failure`` / ``interrupted`` (revoked,
+expired, rejected, ignored). A retried task stays ``running`` (its lease renewed) until
+the retry ends. A worker killed mid-task: under prefork the pool reports the lost child
+as a failure; a whole worker gone stops renewing, so a beat takes the slot over
+(attempt 2) once the lease expires.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from anarchon import RunToken, Tracker
+from anarchon.history import RunStatus
+
+from .config import Settings, resolve
+
+logger = logging.getLogger("anarchon.celery")
+
+_HEADER_KEYS = ("anarchon_job", "anarchon_slot", "anarchon_attempt", "anarchon_owner")
+
+
+class OutcomeRecorder:
+    """One app's tracking: a :class:`anarchon.Tracker` per process, opened after fork."""
+
+    def __init__(self, app: Any, settings: Settings | None = None) -> None:
+        self.app = app
+        self._settings = settings
+        self._tracker: Tracker | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    @property
+    def settings(self) -> Settings:
+        if self._settings is None:
+            self._settings = resolve(self.app)
+        return self._settings
+
+    def tracker(self) -> Tracker:
+        """This process's tracker (a forked child builds its own connections)."""
+        with self._lock:
+            if self._tracker is None or self._pid != os.getpid():
+                options = self.settings.scheduler_options
+                tracker_options = {k: options[k] for k in ("lease", "heartbeat")
+                                   if k in options}
+                self._tracker = Tracker(self.settings.build_backend(), **tracker_options)
+                self._pid = os.getpid()
+            return self._tracker
+
+    def begin(self, token: RunToken) -> None:
+        try:
+            if not self.tracker().begin(token):
+                logger.warning("anarchon: %s slot %s attempt %d was replaced by a later "
+                               "attempt; running it anyway (at-least-once)", token.name,
+                               token.slot, token.attempt)
+        except Exception:
+            logger.exception("anarchon: could not record the start of %s slot %s",
+                             token.name, token.slot)
+
+    def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> None:
+        try:
+            self.tracker().end(token, status, error)
+        except Exception:
+            logger.exception("anarchon: could not record the outcome of %s slot %s",
+                             token.name, token.slot)
+
+    def close(self) -> None:
+        with self._lock:
+            tracker, self._tracker = self._tracker, None
+        if tracker is not None and self._pid == os.getpid():
+            tracker.close()
+
+
+def token_from_request(request: Any) -> RunToken | None:
+    """The run token carried by a task request's headers, if any."""
+    if request is None:
+        return None
+    headers = getattr(request, "headers", None)
+    found: dict[str, Any] = dict(headers) if isinstance(headers, Mapping) else {}
+    if "anarchon_job" not in found:
+        getter = getattr(request, "get", None)
+        for key in _HEADER_KEYS:
+            value = getter(key) if callable(getter) else getattr(request, key, None)
+            if value is not None:
+                found[key] = value
+    return RunToken.from_headers(found)
+
+
+_recorders: dict[int, OutcomeRecorder] = {}
+_connected = False
+_connect_lock = threading.Lock()
+
+
+def _recorder(task: Any) -> OutcomeRecorder | None:
+    app = getattr(task, "app", None) or getattr(task, "_app", None)
+    return _recorders.get(id(app)) if app is not None else None
+
+
+def _on_prerun(sender: Any = None, task: Any = None, **_: Any) -> None:
+    task = task or sender
+    recorder, token = _recorder(task), token_from_request(getattr(task, "request", None))
+    if recorder is not None and token is not None:
+        recorder.begin(token)
+
+
+def _on_success(sender: Any = None, **_: Any) -> None:
+    recorder, token = _recorder(sender), token_from_request(getattr(sender, "request", None))
+    if recorder is not None and token is not None:
+        recorder.end(token, "success")
+
+
+def _on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
+    recorder, token = _recorder(sender), token_from_request(getattr(sender, "request", None))
+    if recorder is not None and token is not None:
+        error = f"{type(exception).__name__}: {exception}" if exception is not None else None
+        recorder.end(token, "failure", error)
+
+
+def _on_postrun(sender: Any = None, task: Any = None, state: str | None = None,
+                **_: Any) -> None:
+    # success, failure and retry have their own signals; this covers the rest
+    if state in (None, "SUCCESS", "FAILURE", "RETRY"):
+        return
+    task = task or sender
+    recorder, token = _recorder(task), token_from_request(getattr(task, "request", None))
+    if recorder is not None and token is not None:
+        recorder.end(token, "interrupted", f"task ended in state {state}")
+
+
+def _on_revoked(sender: Any = None, request: Any = None, terminated: bool = False,
+                expired: bool = False, signum: Any = None, **_: Any) -> None:
+    recorder, token = _recorder(sender), token_from_request(request)
+    if recorder is not None and token is not None:
+        how = "expired" if expired else f"terminated ({signum})" if terminated else "revoked"
+        recorder.end(token, "interrupted", f"revoked: {how}")
+
+
+def _on_worker_shutdown(**_: Any) -> None:
+    for recorder in list(_recorders.values()):
+        recorder.close()
+
+
+def track_outcomes(app: Any, settings: Settings | None = None) -> OutcomeRecorder:
+    """Record the outcome of every task a beat published for ``app`` in anarchon.
+
+    Call it where the app is defined, so workers and beats both see it: it sets
+    ``app.conf.anarchon_track_outcomes = True`` (beats then detach each run until a
+    worker reports it) and connects the worker signal handlers (idempotent).
+    """
+    global _connected
+    from celery import signals
+
+    app.conf.anarchon_track_outcomes = True
+    with _connect_lock:
+        recorder = _recorders.get(id(app))
+        if recorder is None:
+            recorder = _recorders[id(app)] = OutcomeRecorder(app, settings)
+        if not _connected:
+            signals.task_prerun.connect(_on_prerun, weak=False)
+            signals.task_success.connect(_on_success, weak=False)
+            signals.task_failure.connect(_on_failure, weak=False)
+            signals.task_postrun.connect(_on_postrun, weak=False)
+            signals.task_revoked.connect(_on_revoked, weak=False)
+            signals.worker_shutdown.connect(_on_worker_shutdown, weak=False)
+            _connected = True
+    return recorder
+
+
+__all__ = ["OutcomeRecorder", "token_from_request", "track_outcomes"]

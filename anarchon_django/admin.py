@@ -1,0 +1,215 @@
+"""Admin pages: run history (all instances, filters, detail) and jobs (timeline, Run now).
+
+URLs (under the admin site, e.g. ``/admin/``):
+
+* ``anarchon_django/run/`` — history; GET filters ``job``, ``status``, ``reason``,
+  ``instance``, ``date`` (``today``, ``7d``, ``30d`` or ``YYYY-MM-DD``), search ``q``,
+  page ``p``. Needs ``anarchon_django.view_run``.
+* ``anarchon_django/run/detail/?job=…&slot=…&attempt=…&manual=0|1`` — one attempt with
+  its error. Needs ``anarchon_django.view_run``.
+* ``anarchon_django/job/`` — jobs, next run, last outcome, runner, timeline. Needs
+  ``anarchon_django.view_job``.
+* ``anarchon_django/job/run/`` — POST ``job``: request a manual run through the store.
+  Needs ``anarchon_django.run_job``; CSRF-protected; never runs the job in the request.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.views.decorators.http import require_POST
+
+from anarchon import RunRecord
+
+from . import runtime, timeline
+from .models import Job, Run
+
+STATUSES = ("running", "success", "failure", "interrupted")
+REASONS = ("scheduled", "manual", "catch-up", "takeover")
+DATES = (("today", "Today"), ("7d", "Past 7 days"), ("30d", "Past 30 days"))
+PER_PAGE = 50
+TIMELINE_RUNS = 30  # recent attempts per job on the timeline
+
+
+class _ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """No add, change or delete: the history belongs to the store."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def _context(self, request: HttpRequest, title: str, **extra: Any) -> dict[str, Any]:
+        return {**self.admin_site.each_context(request), "title": title,
+                "opts": self.model._meta, "app_label": self.model._meta.app_label, **extra}
+
+    def _require_view(self, request: HttpRequest) -> None:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+
+
+@admin.register(Run)
+class RunAdmin(_ReadOnlyAdmin):
+    """Run history from all instances."""
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("", wrap(self.run_history_view), name="anarchon_django_run_changelist"),
+            path("detail/", wrap(self.detail_view), name="anarchon_django_run_detail"),
+        ]
+
+    def run_history_view(self, request: HttpRequest) -> HttpResponse:
+        self._require_view(request)
+        query = {key: request.GET.get(key, "").strip() for key in
+                 ("job", "status", "reason", "instance", "date", "q")}
+        since, until = _date_range(query["date"])
+        records: list[RunRecord] = []
+        all_records: list[RunRecord] = []
+        error = None
+        try:
+            names = runtime.job_names()
+            all_records = runtime.history_all(job=query["job"] or None,
+                                              search=query["q"] or None)
+            records = [r for r in all_records
+                       if (not query["status"] or r.status == query["status"])
+                       and (not query["reason"] or r.reason == query["reason"])
+                       and (not query["instance"] or r.instance_id == query["instance"])
+                       and (since is None or r.started_at >= since)
+                       and (until is None or r.started_at < until)]
+        except Exception as exc:  # a store that does not answer: say so on the page
+            names, error = [], f"{type(exc).__name__}: {exc}"
+        page = Paginator(records, PER_PAGE).get_page(request.GET.get("p"))
+        filters = [
+            _filter("job", "By job", [(n, n) for n in names], query),
+            _filter("status", "By status", [(s, s) for s in STATUSES], query),
+            _filter("reason", "By reason", [(r, r) for r in REASONS], query),
+            _filter("instance", "By instance",
+                    [(i, i) for i in runtime.instances(all_records)], query),
+            _filter("date", "By date", list(DATES), query),
+        ]
+        detail = reverse("admin:anarchon_django_run_detail")
+        rows = [{"record": r, "url": detail + "?" + urlencode(_key(r))} for r in page]
+        return TemplateResponse(request, "admin/anarchon_django/history.html", self._context(
+            request, "Run history", page=page, rows=rows, filters=filters, query=query,
+            total=len(records), error=error, cl_query=_without(query, "p"),
+            has_filters=any(query[k] for k in ("job", "status", "reason", "instance", "date")),
+        ))
+
+    def detail_view(self, request: HttpRequest) -> HttpResponse:
+        self._require_view(request)
+        try:
+            name = request.GET["job"]
+            slot, attempt = int(request.GET["slot"]), int(request.GET["attempt"])
+            manual = request.GET.get("manual", "0") == "1"
+        except (KeyError, ValueError):
+            raise Http404("give job, slot and attempt") from None
+        record = runtime.find_run(name, slot, attempt, manual)
+        if record is None:
+            raise Http404(f"no attempt {attempt} of {name!r} slot {slot} in the history")
+        return TemplateResponse(request, "admin/anarchon_django/detail.html", self._context(
+            request, f"{name} · attempt {attempt}", record=record,
+            history_url=reverse("admin:anarchon_django_run_changelist"),
+        ))
+
+
+@admin.register(Job)
+class JobAdmin(_ReadOnlyAdmin):
+    """Jobs, their next runs, who runs them, and a timeline of recent runs."""
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("", wrap(self.jobs_view), name="anarchon_django_job_changelist"),
+            path("run/", wrap(require_POST(self.run_view)), name="anarchon_django_job_run"),
+        ]
+
+    def jobs_view(self, request: HttpRequest) -> HttpResponse:
+        self._require_view(request)
+        rows: list[runtime.JobRow] = []
+        chart = None
+        error = None
+        try:
+            rows = runtime.job_rows()
+            scheduler = runtime.get_scheduler()
+            recent = [record for row in rows
+                      for record in scheduler.history(row.info.name, TIMELINE_RUNS)]
+            chart = timeline.render([row.info.name for row in rows], recent)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        history = reverse("admin:anarchon_django_run_changelist")
+        return TemplateResponse(request, "admin/anarchon_django/jobs.html", self._context(
+            request, "Jobs", rows=[{"row": row, "history_url": history + "?" + urlencode(
+                {"job": row.info.name})} for row in rows],
+            chart=chart, error=error, can_run=_can_run(request),
+            run_url=reverse("admin:anarchon_django_job_run"),
+        ))
+
+    def run_view(self, request: HttpRequest) -> HttpResponse:
+        if not _can_run(request):
+            raise PermissionDenied
+        name = request.POST.get("job", "")
+        try:
+            runtime.request_run(name)
+        except LookupError as exc:
+            messages.error(request, str(exc.args[0]))
+        except NotImplementedError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Requested a manual run of “{name}”: a running "
+                             "instance will execute it.")
+        return HttpResponseRedirect(reverse("admin:anarchon_django_job_changelist"))
+
+
+def _can_run(request: HttpRequest) -> bool:
+    return bool(getattr(request.user, "has_perm", lambda perm: False)("anarchon_django.run_job"))
+
+
+def _key(record: RunRecord) -> dict[str, Any]:
+    return {"job": record.name, "slot": record.slot, "attempt": record.attempt,
+            "manual": int(record.manual)}
+
+
+def _without(query: dict[str, str], *drop: str) -> str:
+    return urlencode({k: v for k, v in query.items() if v and k not in drop})
+
+
+def _filter(key: str, title: str, choices: list[tuple[str, str]],
+            query: dict[str, str]) -> dict[str, Any]:
+    def link(value: str) -> str:
+        return "?" + urlencode({k: v for k, v in {**query, key: value}.items() if v})
+
+    items = [{"label": "All", "url": link(""), "selected": not query[key]}]
+    items += [{"label": label, "url": link(value), "selected": query[key] == value}
+              for value, label in choices]
+    return {"key": key, "title": title, "items": items}
+
+
+def _date_range(value: str) -> tuple[datetime | None, datetime | None]:
+    now = timezone.now()
+    midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    if value == "today":
+        return midnight, None
+    if value in ("7d", "30d"):
+        return now - timedelta(days=int(value[:-1])), None
+    if value:
+        try:
+            day = datetime.strptime(value, "%Y-%m-%d")
+        except ValueError:
+            return None, None
+        start = timezone.make_aware(day, timezone.get_current_timezone())
+        return start, start + timedelta(days=1)
+    return None, None

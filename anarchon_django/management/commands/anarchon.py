@@ -1,0 +1,181 @@
+"""``manage.py anarchon run | list | history | trigger | run-now``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+
+from anarchon import Event, RunRecord
+
+from ...conf import SettingsError
+from ...runtime import build_scheduler, get_scheduler, history_all, job_names, job_rows, request_run
+
+logger = logging.getLogger("anarchon_django")
+
+STATUSES = ("running", "success", "failure", "interrupted")
+REASONS = ("scheduled", "manual", "catch-up", "takeover")
+
+
+class Command(BaseCommand):
+    help = "Run anarchon jobs on this instance, list them, read their history, request runs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        run = sub.add_parser("run", help="run the scheduler here until SIGTERM/SIGINT "
+                             "(start it on every instance)")
+        run.add_argument("--jobs", default=None,
+                         help="comma-separated job names to run here (default: all)")
+        run.add_argument("--stop-timeout", type=float, default=30.0,
+                         help="seconds to wait for running jobs on stop (default 30)")
+        sub.add_parser("list", help="jobs, schedules, next run, last outcome, runner")
+        history = sub.add_parser("history", help="attempts from all instances, newest first")
+        history.add_argument("job", nargs="?", default=None)
+        history.add_argument("--status", choices=STATUSES, default=None)
+        history.add_argument("--reason", choices=REASONS, default=None)
+        history.add_argument("--limit", type=int, default=20)
+        trigger = sub.add_parser("trigger", help="request a manual run that exactly one "
+                                 "running instance executes")
+        trigger.add_argument("job")
+        trigger.add_argument("--data", default=None, help="JSON run data (stored: no secrets)")
+        trigger.add_argument("--here", action="store_true",
+                             help="run it in this process instead (like run-now)")
+        run_now = sub.add_parser("run-now", help="run a job in this process now")
+        run_now.add_argument("job")
+        run_now.add_argument("--data", default=None, help="JSON run data")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        handlers: dict[str, Callable[..., None]] = {
+            "run": self.do_run, "list": self.do_list, "history": self.do_history,
+            "trigger": self.do_trigger, "run-now": self.do_run_now}
+        handler = handlers[options["subcommand"]]
+        try:
+            handler(**options)
+        except SettingsError as exc:
+            raise CommandError(f"{exc} [{exc.check_id}]") from exc
+
+    # -- subcommands ---------------------------------------------------------------------
+
+    def do_run(self, jobs: str | None = None, stop_timeout: float = 30.0, **_: Any) -> None:
+        wanted = [name.strip() for name in jobs.split(",") if name.strip()] if jobs else None
+        if jobs is not None and not wanted:
+            raise CommandError("--jobs needs at least one job name")
+        try:
+            scheduler = build_scheduler(wanted)
+        except LookupError as exc:
+            raise CommandError(str(exc.args[0])) from exc
+        for kind in ("start", "success", "failure", "interrupted", "skip", "lost", "error"):
+            scheduler.on(kind, _log_event)
+        names = scheduler.job_names
+        logger.info("anarchon: instance %s runs %d job(s) on %s: %s", scheduler.instance_id,
+                    len(names), scheduler.backend.name, ", ".join(names) or "none")
+        self.stdout.write(f"anarchon: instance {scheduler.instance_id} running "
+                          f"{', '.join(names) or 'no jobs'} on {scheduler.backend.name}")
+        self.stdout.flush()
+        scheduler.run(stop_timeout=stop_timeout)
+        self.stdout.write(f"anarchon: instance {scheduler.instance_id} stopped")
+
+    def do_list(self, **_: Any) -> None:
+        rows = job_rows()
+        if not rows:
+            self.stdout.write("no jobs")
+            return
+        header = ("JOB", "SCHEDULE", "TIMEZONE", "NEXT RUN", "LAST OUTCOME", "RUNNING ON")
+        table: list[tuple[str, ...]] = [header]
+        for row in rows:
+            last = row.last
+            outcome = (f"{last.status} {_when(last.started_at)} ({last.reason}, attempt "
+                       f"{last.attempt})") if last else "never ran"
+            table.append((row.info.name, row.info.schedule, row.timezone or "-",
+                          _when(row.info.next_run) if row.info.next_run else "-",
+                          outcome, row.holder or "-"))
+        self._table(table)
+
+    def do_history(self, job: str | None = None, status: str | None = None,
+                reason: str | None = None, limit: int = 20, **_: Any) -> None:
+        if limit < 1:
+            raise CommandError(f"--limit must be at least 1, got {limit}")
+        if job is not None:
+            self._known(job)
+        records = history_all(job=job, status=status, reason=reason,
+                              per_job=max(limit, 100))[:limit]
+        if not records:
+            self.stdout.write("no runs")
+            return
+        table: list[tuple[str, ...]] = [("JOB", "SLOT", "ATTEMPT", "REASON", "STATUS",
+                                         "STARTED", "DURATION", "INSTANCE", "ERROR")]
+        table += [_record_row(record) for record in records]
+        self._table(table)
+
+    def do_trigger(self, job: str, data: str | None = None, here: bool = False, **_: Any) -> None:
+        payload = _json(data)
+        if here:
+            self.do_run_now(job, data)
+            return
+        self._known(job)
+        try:
+            request_run(job, payload)
+        except NotImplementedError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"requested a manual run of {job!r}; a running instance will "
+                          "execute it")
+
+    def do_run_now(self, job: str, data: str | None = None, **_: Any) -> None:
+        payload = _json(data)
+        try:
+            scheduler = build_scheduler([job])
+        except LookupError as exc:
+            raise CommandError(str(exc.args[0])) from exc
+        try:
+            record = scheduler.run_now(job, payload)
+        finally:
+            scheduler.close()
+        self.stdout.write(f"{job}: {record.status} in {record.duration or 0:.3f}s"
+                          + (f": {record.error}" if record.error else ""))
+        if record.status == "failure":
+            raise CommandError(f"job {job!r} failed: {record.error}")
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _known(self, job: str) -> None:
+        names = job_names(get_scheduler())
+        if job not in names:
+            raise CommandError(f"unknown job {job!r}; choose from: {', '.join(names) or 'none'}")
+
+    def _table(self, rows: Sequence[Sequence[str]]) -> None:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            self.stdout.write("  ".join(cell.ljust(width) for cell, width in
+                                        zip(row, widths, strict=True)).rstrip())
+
+
+def _json(data: str | None) -> Any:
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--data must be JSON: {exc}") from exc
+
+
+def _when(moment: Any) -> str:
+    return str(timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z"))
+
+
+def _record_row(record: RunRecord) -> tuple[str, ...]:
+    error = (record.error or "").splitlines()[-1:] or [""]
+    return (record.name, str(record.slot), str(record.attempt), record.reason, record.status,
+            _when(record.started_at),
+            f"{record.duration:.3f}s" if record.duration is not None else "-",
+            record.instance_id, error[0][:80])
+
+
+def _log_event(event: Event) -> None:
+    level = logging.WARNING if event.type in ("failure", "lost", "error") else logging.INFO
+    logger.log(level, "%s %s slot=%s attempt=%s reason=%s instance=%s%s", event.type,
+               event.name, event.slot, event.attempt, event.reason, event.instance_id,
+               f" error={event.error!r}" if event.error else "")

@@ -1,0 +1,36 @@
+"""Unmanaged models: no tables, only content types and permissions for the admin pages.
+
+* ``anarchon_django.view_run`` — see the run history.
+* ``anarchon_django.view_job`` — see the jobs page.
+* ``anarchon_django.run_job`` — request a manual run ("Run now").
+
+The store's own tables are created by the backend (and by this app's migration for the
+``"django"`` backend); nothing is read through these models.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Run(models.Model):
+    """One attempt of a job, as the admin's run history shows it."""
+
+    class Meta:
+        managed = False
+        db_table = "anarchon_django_run_unmanaged"
+        default_permissions = ("view",)
+        verbose_name = "run"
+        verbose_name_plural = "run history"
+
+
+class Job(models.Model):
+    """A scheduled job, as the admin's jobs page shows it."""
+
+    class Meta:
+        managed = False
+        db_table = "anarchon_django_job_unmanaged"
+        default_permissions = ("view",)
+        permissions = (("run_job", "Can request a manual run (Run now)"),)
+        verbose_name = "job"
+        verbose_name_plural = "jobs"

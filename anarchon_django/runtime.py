@@ -1,0 +1,227 @@
+"""Schedulers built from settings and declarations, and the queries the admin and
+commands share.
+
+``build_scheduler()`` makes a new :class:`anarchon.Scheduler` for ``manage.py anarchon
+run``; ``get_scheduler()`` is the process-wide one (never started) that pages and commands
+read history through and send manual-run requests with.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections, connections
+from django.utils.module_loading import import_string
+
+from anarchon import JobInfo, RunContext, RunRecord, Scheduler
+
+from . import declarations
+from .backend import build_backend
+from .conf import AnarchonSettings, SettingsError, get_settings
+from .declarations import Declaration
+
+#: how many attempts per job the cross-job history reads (the core queries one job at a
+#: time; the default ``history_size`` keeps 100)
+HISTORY_SCAN = 1000
+
+
+def all_declarations(config: AnarchonSettings | None = None) -> list[Declaration]:
+    """Decorated jobs plus ``ANARCHON["JOBS"]``; a duplicate name raises ``ValueError``."""
+    config = config or get_settings()
+    jobs = {d.name: d for d in declarations.declared()}
+    for entry in config.jobs:
+        if entry.name in jobs:
+            raise ValueError(f"job {entry.name!r} is declared twice: in ANARCHON['JOBS'] and "
+                             f"by {jobs[entry.name].origin}")
+        try:
+            handler = import_string(entry.callable)
+        except ImportError as exc:
+            raise SettingsError(f"ANARCHON['JOBS'][{entry.name!r}]['callable'] "
+                                f"{entry.callable!r} cannot be imported: {exc}",
+                                "anarchon.E005") from exc
+        jobs[entry.name] = Declaration(entry.kind, entry.name, entry.when, handler,
+                                       entry.options, f"ANARCHON['JOBS'][{entry.name!r}]")
+    return list(jobs.values())
+
+
+def with_fresh_connections(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a handler so each run starts and ends with healthy Django connections.
+
+    Before: ``close_old_connections()`` (drops broken or expired ones). After: the same,
+    then every connection of the thread is closed, because the core runs each sync
+    handler in a thread of its own that ends with the run.
+    """
+    if inspect.iscoroutinefunction(handler):
+        cleanup = sync_to_async(_cleanup, thread_sensitive=True)
+
+        @functools.wraps(handler)
+        async def run_async(ctx: RunContext) -> Any:
+            await cleanup(close_all=False)
+            try:
+                return await handler(ctx)
+            finally:
+                await cleanup(close_all=False)
+
+        return run_async
+
+    @functools.wraps(handler)
+    def run(ctx: RunContext) -> Any:
+        close_old_connections()
+        try:
+            return handler(ctx)
+        finally:
+            _cleanup(close_all=True)
+
+    return run
+
+
+def _cleanup(close_all: bool) -> None:
+    close_old_connections()
+    if close_all:
+        connections.close_all()
+
+
+def build_scheduler(jobs: Iterable[str] | None = None, *, instance_id: str | None = None,
+                    **overrides: Any) -> Scheduler:
+    """A new scheduler on the configured backend with the declared jobs (or only ``jobs``).
+
+    ``overrides`` replace ``ANARCHON["SCHEDULER"]`` options. Unknown job names raise
+    ``LookupError`` listing the declared ones.
+    """
+    config = get_settings()
+    arguments = {**config.scheduler_arguments(), **overrides}
+    instance_id = instance_id or arguments.pop("instance_id", None)
+    arguments.pop("instance_id", None)
+    declared = all_declarations(config)
+    wanted = None if jobs is None else list(jobs)
+    if wanted is not None:
+        missing = sorted(set(wanted) - {d.name for d in declared})
+        if missing:
+            raise LookupError(f"unknown job(s) {missing}; declared jobs: "
+                              f"{', '.join(sorted(d.name for d in declared)) or 'none'}")
+    scheduler = Scheduler(build_backend(config), instance_id=instance_id, **arguments)
+    for declaration in declared:
+        if wanted is None or declaration.name in wanted:
+            register = getattr(scheduler, declaration.kind)
+            register(declaration.name, declaration.when,
+                     with_fresh_connections(declaration.handler), **declaration.options)
+    return scheduler
+
+
+_lock = threading.Lock()
+_shared: Scheduler | None = None
+
+
+def get_scheduler() -> Scheduler:
+    """The process-wide scheduler for queries and manual-run requests (never started)."""
+    global _shared
+    with _lock:
+        if _shared is None:
+            _shared = build_scheduler()
+        return _shared
+
+
+def reset() -> None:
+    """Close the shared scheduler; the next :func:`get_scheduler` builds a new one."""
+    global _shared
+    with _lock:
+        scheduler, _shared = _shared, None
+    if scheduler is not None:
+        scheduler.close()
+
+
+# -- queries ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A job with what pages and ``manage.py anarchon list`` show about it."""
+
+    info: JobInfo
+    timezone: str | None
+    last: RunRecord | None
+    #: the instance running the job now (the newest attempt still ``running``)
+    holder: str | None
+
+
+def job_names(scheduler: Scheduler | None = None) -> list[str]:
+    """Jobs declared here plus jobs other instances registered in the store."""
+    return [info.name for info in (scheduler or get_scheduler()).jobs()]
+
+
+def job_rows(scheduler: Scheduler | None = None) -> list[JobRow]:
+    """Every job with its last outcome and current runner."""
+    scheduler = scheduler or get_scheduler()
+    default_tz = scheduler.core.options.defaults.get("timezone")
+    rows = []
+    for info in scheduler.jobs():
+        recent = scheduler.history(info.name, 5)
+        running = [r for r in recent if r.status == "running"]
+        timezone = str(info.options.get("timezone", default_tz)) if info.kind == "cron" else None
+        rows.append(JobRow(info, timezone, recent[0] if recent else None,
+                           running[0].instance_id if running else None))
+    return rows
+
+
+def history_all(scheduler: Scheduler | None = None, *, job: str | None = None,
+                status: str | None = None, reason: str | None = None,
+                instance: str | None = None, search: str | None = None,
+                since: datetime | None = None, until: datetime | None = None,
+                per_job: int = HISTORY_SCAN) -> list[RunRecord]:
+    """Attempts of all jobs (or ``job``), newest first, filtered.
+
+    The core reads history one job at a time, so this reads up to ``per_job`` attempts
+    of every job known to the store and merges them.
+    """
+    scheduler = scheduler or get_scheduler()
+    names = [job] if job else job_names(scheduler)
+    if search:
+        names = [name for name in names if search.lower() in name.lower()]
+    records: list[RunRecord] = []
+    for name in names:
+        records.extend(scheduler.history(name, per_job))
+    records = [r for r in records
+               if (status is None or r.status == status)
+               and (reason is None or r.reason == reason)
+               and (instance is None or r.instance_id == instance)
+               and (since is None or r.started_at >= since)
+               and (until is None or r.started_at < until)]
+    return sorted(records, key=lambda r: r.started_at, reverse=True)
+
+
+def find_run(name: str, slot: int, attempt: int, manual: bool,
+             scheduler: Scheduler | None = None) -> RunRecord | None:
+    """One attempt, looked up in the job's history."""
+    for record in (scheduler or get_scheduler()).history(name, HISTORY_SCAN):
+        if (record.slot, record.attempt, record.manual) == (slot, attempt, manual):
+            return record
+    return None
+
+
+def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None) -> None:
+    """Ask the store for a manual run that exactly one running instance executes.
+
+    Goes through the core's ``trigger(name, data)``; ``data`` must be JSON and is stored
+    until the run starts (no secrets). Unknown jobs raise ``LookupError``.
+    """
+    scheduler = scheduler or get_scheduler()
+    names = job_names(scheduler)
+    if name not in names:
+        raise LookupError(f"unknown job {name!r}; jobs: {', '.join(names) or 'none'}")
+    trigger: Callable[..., Any] | None = getattr(scheduler, "trigger", None)
+    if trigger is None:
+        raise NotImplementedError("this anarchon core has no Scheduler.trigger(); manual runs "
+                                  "through the store need anarchon >= the trigger release")
+    trigger(name, data=data)
+
+
+def instances(records: Sequence[RunRecord]) -> list[str]:
+    """Distinct instance ids in ``records``, sorted."""
+    return sorted({record.instance_id for record in records})

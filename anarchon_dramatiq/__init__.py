@@ -1,0 +1,33 @@
+"""anarchon_dramatiq: scheduled Dramatiq actors on every instance, one message per slot.
+
+Mark actors with :func:`every`, :func:`cron` or :func:`at` (schedule first; the job is
+named after the actor unless ``name=`` is given), run ``anarchon-dramatiq MODULE
+--backend URL`` on every instance (or call :func:`register_actors` on a scheduler you
+run yourself, e.g. from Django's ``manage.py anarchon run``), and add
+:class:`AnarchonMiddleware` to the workers' broker before ``Retries`` to record the real
+outcome of tracked messages (``track=True``).
+"""
+
+from __future__ import annotations
+
+from .info import RunInfo, run_info
+from .marks import Mark, at, cron, every, marks_of
+from .middleware import AnarchonMiddleware, install_middleware
+from .runner import build_scheduler
+from .sending import ActorSender, marked_actors, register_actors
+
+__all__ = [
+    "ActorSender",
+    "AnarchonMiddleware",
+    "Mark",
+    "RunInfo",
+    "at",
+    "build_scheduler",
+    "cron",
+    "every",
+    "install_middleware",
+    "marked_actors",
+    "marks_of",
+    "register_actors",
+    "run_info",
+]

@@ -1,0 +1,113 @@
+"""``anarchon-dramatiq MODULE [MODULE ...] --backend URL``: the scheduler, on every instance.
+
+Imports the modules (which set up the Dramatiq broker and declare actors, like
+``dramatiq``'s own CLI), registers every actor marked with ``every/cron/at`` as an
+anarchon job, and runs until SIGINT/SIGTERM (graceful stop: a backup instance takes
+over a run that was being sent at once). Run it on as many machines as you like: only
+the slot winner sends each message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import dramatiq
+
+from anarchon.durations import parse_duration
+
+from .runner import build_scheduler
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="anarchon-dramatiq",
+        description="Send scheduled Dramatiq actors from every instance; one message per "
+                    "slot cluster-wide.")
+    parser.add_argument("modules", nargs="+", metavar="MODULE",
+                        help="modules to import; MODULE:NAME picks the broker variable "
+                             "(default: Dramatiq's global broker)")
+    parser.add_argument("--backend",
+                        help="anarchon store URL (redis://…?prefix=…, postgresql://…, "
+                             "sqlite:///…); default $ANARCHON_BACKEND (read after the "
+                             "modules are imported, so a module may set it)")
+    parser.add_argument("--track", action="store_true",
+                        help="track real outcomes for marks that do not set track= "
+                             "(workers need AnarchonMiddleware)")
+    parser.add_argument("--queue-lease", help="time a tracked message may wait in the "
+                                              "queue before a backup re-sends it (10m)")
+    parser.add_argument("--lease", help="lease length (30s)")
+    parser.add_argument("--heartbeat", help="lease renewal interval (5s)")
+    parser.add_argument("--jitter", help="default random delay before claiming (2s)")
+    parser.add_argument("--max-late", help="default lateness limit of a claim (60s)")
+    parser.add_argument("--instance-id", help="this instance's id (default host:pid:random)")
+    parser.add_argument("--path", action="append", default=[],
+                        help="add a directory to sys.path (default: the current one)")
+    parser.add_argument("-v", "--verbose", action="count", default=0,
+                        help="log more (-v: debug)")
+    parser.add_argument("--stop-timeout", default="30s",
+                        help="how long a graceful stop waits for sends in progress")
+    return parser.parse_args(argv)
+
+
+def load(modules: Sequence[str], paths: Sequence[str]) -> dramatiq.Broker:
+    """Import ``modules``; the broker is the first ``MODULE:NAME`` or the global one."""
+    for path in [*paths, os.getcwd()][::-1]:
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    broker: dramatiq.Broker | None = None
+    for spec in modules:
+        module_name, _, attribute = spec.partition(":")
+        module = importlib.import_module(module_name)
+        if attribute and broker is None:
+            candidate = getattr(module, attribute, None)
+            if not isinstance(candidate, dramatiq.Broker):
+                raise TypeError(f"{spec} is not a Dramatiq broker: {candidate!r}")
+            broker = candidate
+    return broker if broker is not None else dramatiq.get_broker()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``anarchon-dramatiq``; returns the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        options: dict[str, Any] = {}
+        for key in ("lease", "heartbeat", "jitter", "max_late"):
+            value = getattr(args, key)
+            if value is not None:
+                options[key] = parse_duration(_number(value), option=key)
+        broker = load(args.modules, args.path)
+        backend = args.backend or os.environ.get("ANARCHON_BACKEND")
+        if not backend:
+            raise ValueError("--backend URL (or $ANARCHON_BACKEND) is required")
+        scheduler = build_scheduler(
+            backend, broker, track=args.track,
+            queue_lease=_number(args.queue_lease) if args.queue_lease else None,
+            instance_id=args.instance_id, **options)
+    except (ImportError, TypeError, ValueError) as exc:
+        print(f"anarchon-dramatiq: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger("anarchon.dramatiq").info(
+        "scheduling %s on %s as %s", ", ".join(scheduler.job_names), scheduler.backend.name,
+        scheduler.instance_id)
+    scheduler.run(stop_timeout=parse_duration(args.stop_timeout, option="stop_timeout"))
+    return 0
+
+
+def _number(text: str) -> str | float:
+    """``"2"`` → 2.0 (seconds); anything else stays a duration string."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+if __name__ == "__main__":
+    sys.exit(main())

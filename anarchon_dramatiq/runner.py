@@ -1,0 +1,30 @@
+"""Building the one scheduler that sends marked actors' messages."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dramatiq import Broker
+
+from anarchon import Backend, Scheduler, from_url
+
+from .sending import register_actors
+
+
+def build_scheduler(backend: str | Backend, broker: Broker | None = None, *,
+                    track: bool = False, queue_lease: Any = None,
+                    instance_id: str | None = None, **options: Any) -> Scheduler:
+    """A core :class:`anarchon.Scheduler` with every marked actor of ``broker`` registered.
+
+    ``backend`` is a URL for :func:`anarchon.from_url` or a backend object; ``options``
+    are scheduler options (``lease``, ``heartbeat``, ``jitter``, ``max_late`` …).
+    Raises ``ValueError`` when no actor is marked. Call ``run()`` (blocks, stops
+    gracefully on SIGINT/SIGTERM) or ``start()``/``stop()`` on the result.
+    """
+    store = from_url(backend) if isinstance(backend, str) else backend
+    scheduler = Scheduler(store, instance_id=instance_id, **options)
+    names = register_actors(scheduler, broker, track=track, queue_lease=queue_lease)
+    if not names:
+        raise ValueError("no Dramatiq actor is marked with anarchon_dramatiq.every/cron/at "
+                         "(import the modules that declare them first)")
+    return scheduler

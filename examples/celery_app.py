@@ -1,0 +1,81 @@
+"""Three Celery beats, one publish per slot: ``python examples/celery_app.py``.
+
+Starts three ``celery beat -S anarchon_celery:Scheduler`` processes on this app (Redis
+broker and store at ``REDIS_URL``, default ``redis://127.0.0.1:6379/0``), lets them run
+about 20 seconds with a 2-second entry and a per-minute crontab, then prints how often
+each slot was published: once, by whichever beat won it. Every beat runs; none is a
+leader. Use the app module itself with::
+
+    celery -A examples.celery_app beat -S anarchon_celery:Scheduler   # on every node
+    celery -A examples.celery_app worker
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from celery import Celery, signals
+from celery.schedules import crontab
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+LOG = Path(os.environ.get("CELERY_EXAMPLE_LOG", "/tmp/anarchon-celery-example.log"))
+
+app = Celery("example", broker=REDIS_URL)
+app.conf.update(
+    timezone="Europe/Berlin",
+    task_default_queue="anarchon-example",
+    # anarchon_backend defaults to the broker's Redis (prefix "anarchon:"); set it to use
+    # PostgreSQL or SQLite instead, e.g. "postgresql://…" or "sqlite:///beat.db".
+    anarchon_scheduler={"lease": "10s", "heartbeat": "2s", "jitter": "300ms"},
+    beat_schedule={
+        "heartbeat": {"task": "example.ping", "schedule": 2.0},  # every 2 s on the UTC grid
+        "report": {"task": "example.ping", "schedule": crontab(minute="*"),
+                   "options": {"anarchon": {"max_attempts": 2}}},
+    },
+)
+
+
+@app.task(name="example.ping")
+def ping() -> str:
+    return "pong"
+
+
+@signals.after_task_publish.connect
+def _published(headers: Any = None, **_: Any) -> None:
+    headers = headers or {}
+    with LOG.open("a") as handle:
+        handle.write(f"{os.getpid()} {headers.get('anarchon_job')} "
+                     f"{headers.get('anarchon_slot')}\n")
+
+
+def main() -> None:
+    LOG.unlink(missing_ok=True)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    beats = [subprocess.Popen([sys.executable, "-m", "celery", "-A", "examples.celery_app",
+                               "beat", "-S", "anarchon_celery:Scheduler", "-l", "WARNING",
+                               "-s", f"/tmp/anarchon-example-{n}"], cwd=root, env=env)
+             for n in range(3)]
+    print(f"started 3 beats: {[b.pid for b in beats]}; running 20 s …")
+    time.sleep(20)
+    for beat in beats:
+        beat.send_signal(signal.SIGTERM)
+    for beat in beats:
+        beat.wait(30)
+    lines = [line.split() for line in LOG.read_text().splitlines()] if LOG.exists() else []
+    per_slot = Counter((job, slot) for _, job, slot in lines)
+    for (job, slot), count in sorted(per_slot.items(), key=lambda kv: kv[0][1]):
+        winners = sorted({pid for pid, j, s in lines if (j, s) == (job, slot)})
+        print(f"{job:10} slot {slot}: published {count}x by beat {', '.join(winners)}")
+    print(f"{len(lines)} publishes for {len(per_slot)} slots across 3 beats")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The Celery app the tests run in real beat and worker processes.
+
+Configured by the JSON in ``ANARCHON_CELERY_TEST``: ``broker``, ``queue``, ``backend``
+(anarchon URL), ``scheduler`` (anarchon scheduler options), ``entries`` (name ->
+``{"task", "every" | "crontab", "args", "kwargs", "options"}``), ``track`` (bool),
+``log`` (JSONL file every publish and task run is appended to), ``publish_delay``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from celery import Celery, signals
+from celery.schedules import crontab
+
+from anarchon_celery import token_from_request, track_outcomes
+
+CONFIG: dict[str, Any] = json.loads(os.environ.get("ANARCHON_CELERY_TEST") or "{}")
+_lock = threading.Lock()
+
+app = Celery("anarchon_test", broker=CONFIG.get("broker", "redis://127.0.0.1:6379/15"),
+             set_as_current=True)
+app.conf.update(
+    task_default_queue=CONFIG.get("queue", "celery"),
+    timezone=CONFIG.get("timezone", "UTC"),
+    broker_connection_retry_on_startup=True,
+    worker_hijack_root_logger=False,
+    worker_prefetch_multiplier=1,
+    beat_max_loop_interval=5,
+)
+if CONFIG.get("backend"):
+    app.conf.anarchon_backend = CONFIG["backend"]
+app.conf.anarchon_scheduler = CONFIG.get("scheduler", {})
+if CONFIG.get("queue_lease"):
+    app.conf.anarchon_queue_lease = CONFIG["queue_lease"]
+
+
+def _schedule(spec: dict[str, Any]) -> Any:
+    if "crontab" in spec:
+        return crontab(**spec["crontab"])
+    return timedelta(seconds=spec["every"])
+
+
+app.conf.beat_schedule = {
+    name: {"task": spec["task"], "schedule": _schedule(spec), "args": spec.get("args", []),
+           "kwargs": spec.get("kwargs", {}), "options": spec.get("options", {})}
+    for name, spec in CONFIG.get("entries", {}).items()
+}
+if CONFIG.get("track"):
+    track_outcomes(app)
+
+
+def log(**fields: Any) -> None:
+    """Append one JSON line to the shared log (all processes)."""
+    path = CONFIG.get("log")
+    if not path:
+        return
+    fields.update(t=time.time(), pid=os.getpid())
+    with _lock, open(path, "a") as handle:
+        handle.write(json.dumps(fields) + "\n")
+
+
+@signals.before_task_publish.connect
+def _publishing(sender: Any = None, headers: Any = None, **_: Any) -> None:
+    headers = headers or {}
+    log(kind="publishing", task=sender, job=headers.get("anarchon_job"),
+        slot=headers.get("anarchon_slot"), attempt=headers.get("anarchon_attempt"))
+    delay = CONFIG.get("publish_delay")
+    if delay and headers.get("anarchon_attempt") == 1:
+        time.sleep(delay)
+
+
+@signals.after_task_publish.connect
+def _published(sender: Any = None, headers: Any = None, **_: Any) -> None:
+    headers = headers or {}
+    log(kind="publish", task=sender, id=headers.get("id"), job=headers.get("anarchon_job"),
+        slot=headers.get("anarchon_slot"), attempt=headers.get("anarchon_attempt"))
+
+
+def _run_log(task: Any, kind: str, **fields: Any) -> None:
+    token = token_from_request(task.request)
+    log(kind=kind, task=task.name, id=task.request.id,
+        job=token.name if token else None, slot=token.slot if token else None,
+        attempt=token.attempt if token else None, retries=task.request.retries, **fields)
+
+
+@app.task(bind=True, name="t.ok")
+def ok(self: Any, seconds: float = 0.0) -> str:
+    _run_log(self, "run")
+    time.sleep(seconds)
+    _run_log(self, "done")
+    return "ok"
+
+
+@app.task(bind=True, name="t.noop")
+def noop(self: Any) -> None:
+    _run_log(self, "run")
+
+
+@app.task(bind=True, name="t.boom")
+def boom(self: Any) -> None:
+    _run_log(self, "run")
+    raise RuntimeError("boom")
+
+
+@app.task(bind=True, name="t.retry_once", max_retries=3)
+def retry_once(self: Any) -> str:
+    _run_log(self, "run")
+    if self.request.retries == 0:
+        raise self.retry(countdown=0.5)
+    return "retried"
+
+
+@app.task(bind=True, name="t.hang")
+def hang(self: Any) -> str:
+    """Hangs on attempt 1 (to be killed), returns at once on later attempts."""
+    _run_log(self, "run")
+    token = token_from_request(self.request)
+    if token is not None and token.attempt == 1:
+        time.sleep(120)
+    return "done"

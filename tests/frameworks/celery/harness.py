@@ -1,0 +1,106 @@
+"""Real ``celery beat`` and ``celery worker`` processes sharing one JSONL log.
+
+Each process imports ``tests.frameworks.celery.celeryapp`` configured by the JSON in
+``ANARCHON_CELERY_TEST``; every publish (``before/after_task_publish``) and every task
+run is appended to the log, with wall time and pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[3]
+APP = "tests.frameworks.celery.celeryapp"
+BROKER_DB = os.environ.get("ANARCHON_CELERY_BROKER_DB", "13")
+BROKER = f"redis://127.0.0.1:6379/{BROKER_DB}"
+
+
+class CeleryCluster:
+    """Beats and workers of one test: one config, one log, one broker queue."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any]) -> None:
+        self.tmp = tmp
+        self.log = tmp / "log.jsonl"
+        self.config = {"broker": BROKER, "log": str(self.log), **config}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _spawn(self, name: str, args: list[str], config: dict[str, Any] | None = None
+               ) -> subprocess.Popen[bytes]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT),
+               "ANARCHON_CELERY_TEST": json.dumps({**self.config, **(config or {})})}
+        out = (self.tmp / f"{name}.out").open("wb")
+        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", APP, *args], cwd=ROOT,
+                                env=env, stdout=out, stderr=subprocess.STDOUT)
+        self.procs[name] = proc
+        return proc
+
+    def beat(self, name: str, scheduler: str = "anarchon_celery:Scheduler",
+             **config: Any) -> subprocess.Popen[bytes]:
+        """Start ``celery beat`` (``scheduler=""`` for stock beat)."""
+        args = ["beat", "-l", "INFO", "-s", str(self.tmp / f"{name}-schedule")]
+        if scheduler:
+            args += ["-S", scheduler]
+        return self._spawn(name, args, config)
+
+    def worker(self, name: str, queue: str, pool: str = "solo", concurrency: int = 1,
+               **config: Any) -> subprocess.Popen[bytes]:
+        """Start ``celery worker`` on ``queue``."""
+        return self._spawn(name, ["worker", "-P", pool, "-c", str(concurrency), "-Q", queue,
+                                  "-n", f"{name}-{os.getpid()}@%h", "-l", "INFO",
+                                  "--without-gossip", "--without-mingle"], config)
+
+    def output(self, name: str) -> str:
+        return (self.tmp / f"{name}.out").read_text(errors="replace")
+
+    def records(self, kind: str | None = None, **match: Any) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        with self.log.open() as handle:
+            lines = [json.loads(line) for line in handle if line.strip()]
+        return [r for r in lines if (kind is None or r["kind"] == kind)
+                and all(r.get(k) == v for k, v in match.items())]
+
+    def wait_for(self, check: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = check()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                outputs = {n: self.output(n)[-1500:] for n in self.procs}
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}; "
+                                     f"log tail: {self.records()[-20:]}; outputs: {outputs}")
+            time.sleep(0.05)
+
+    def kill(self, name: str, signum: int = signal.SIGKILL) -> float:
+        self.procs[name].send_signal(signum)
+        return time.time()
+
+    def name_of(self, pid: int) -> str:
+        return next(n for n, p in self.procs.items() if p.pid == pid)
+
+    def stop_all(self, timeout: float = 20) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def broker_available() -> str | None:
+    """None when the Redis broker answers."""
+    from tests.stores.redis import redis_unavailable
+
+    return redis_unavailable(BROKER, "the Celery test broker")

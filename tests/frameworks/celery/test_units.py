@@ -1,0 +1,210 @@
+"""Pure tests: crontab parity with Celery, entry conversion, beat API gotchas."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from celery import Celery
+from celery.schedules import BaseSchedule, crontab, schedule, solar
+
+from anarchon.slots import datetime_to_ms, ms_to_datetime
+from anarchon_celery import CeleryCrontabSchedule, ConfigurationError, Scheduler
+from anarchon_celery.crontab import celery_next_run, crontab_expression
+
+NEW_YORK = ZoneInfo("America/New_York")
+START = datetime(2025, 1, 1, tzinfo=timezone.utc)
+END = START + timedelta(days=730)
+#: DST changes in New York during the two years (local dates)
+DST_DAYS = [datetime(2025, 3, 9), datetime(2025, 11, 2), datetime(2026, 3, 8),
+            datetime(2026, 11, 1)]
+
+CORPUS: list[tuple[str, dict[str, Any]]] = [
+    ("every minute", {}),
+    ("quarter hours", {"minute": "*/15"}),
+    ("hourly", {"minute": 0}),
+    ("every 3 hours", {"minute": 0, "hour": "*/3"}),
+    ("02:30 daily (gap)", {"minute": 30, "hour": 2}),
+    ("01:30 daily (repeat)", {"minute": 30, "hour": 1}),
+    ("list and range", {"minute": "5,35", "hour": "1-3"}),
+    ("python lists", {"minute": [0, 30], "hour": [1, 2, 3]}),
+    ("weekdays by name", {"minute": 15, "hour": 9, "day_of_week": "mon-fri"}),
+    ("first monday (AND)", {"minute": 0, "hour": 0, "day_of_month": "1-7",
+                            "day_of_week": "mon"}),
+    ("friday the 13th", {"minute": 0, "hour": 12, "day_of_month": 13, "day_of_week": 5}),
+    ("quarterly", {"minute": 0, "hour": 4, "day_of_month": 1, "month_of_year": "*/3"}),
+    ("31st only", {"minute": 59, "hour": 23, "day_of_month": 31}),
+    ("sunday 02:00", {"minute": 0, "hour": 2, "day_of_week": "sun"}),
+    ("stepped range", {"minute": "10-50/20", "hour": "0-23/5", "day_of_week": "sat,sun"}),
+    ("leap day", {"minute": 0, "hour": 0, "day_of_month": 29, "month_of_year": 2}),
+]
+
+
+@pytest.fixture(scope="module")
+def app() -> Celery:
+    app = Celery("parity", set_as_current=False)
+    app.conf.update(timezone="America/New_York")
+    return app
+
+
+def windows(frequent: bool) -> Iterator[tuple[datetime, datetime]]:
+    """The whole two years, or (for frequent crontabs) the DST days and a quiet day."""
+    if not frequent:
+        yield START, END
+        return
+    for day in [*DST_DAYS, datetime(2025, 6, 15)]:
+        local = day.replace(tzinfo=NEW_YORK)
+        yield local - timedelta(hours=2), local + timedelta(hours=6)
+
+
+@pytest.mark.parametrize(("label", "fields"), CORPUS, ids=[c[0] for c in CORPUS])
+def test_slots_equal_celerys_own_crontab(app: Celery, label: str, fields: dict[str, Any]
+                                         ) -> None:
+    cron = crontab(app=app, **fields)
+    ours = CeleryCrontabSchedule.from_crontab(cron, NEW_YORK)
+    frequent = len(cron.minute) * len(cron.hour) > 4  # type: ignore[attr-defined]
+    compared = 0
+    for begin, end in windows(frequent):
+        after, theirs_after = datetime_to_ms(begin), begin
+        while True:
+            mine = ours.next_after(after)
+            # beat runs a moment after the slot: that is its next last_run_at
+            theirs = celery_next_run(cron, theirs_after + timedelta(milliseconds=5))
+            assert mine is not None
+            assert ms_to_datetime(mine) == theirs, (
+                f"{label}: after {ms_to_datetime(after).astimezone(NEW_YORK)} anarchon says "
+                f"{ms_to_datetime(mine).astimezone(NEW_YORK)}, Celery "
+                f"{theirs.astimezone(NEW_YORK)}")
+            if theirs > end:
+                break
+            after, theirs_after = mine, theirs
+            compared += 1
+    assert compared > 0 or label == "leap day"
+
+
+def test_dst_days_follow_celery(app: Celery) -> None:
+    """Gap: 02:30 fires at 03:30. Repeat: the second occurrence is skipped, even hourly."""
+    gap = CeleryCrontabSchedule.from_crontab(crontab(minute=30, hour=2, app=app), NEW_YORK)
+    spring = datetime(2025, 3, 9, tzinfo=NEW_YORK)
+    slot = gap.next_after(datetime_to_ms(spring))
+    assert slot is not None
+    assert ms_to_datetime(slot).astimezone(NEW_YORK).hour == 3
+    hourly = CeleryCrontabSchedule.from_crontab(crontab(minute=0, app=app), NEW_YORK)
+    fall = datetime(2025, 11, 2, 0, 30, tzinfo=NEW_YORK)
+    slots, after = [], datetime_to_ms(fall)
+    for _ in range(3):
+        nxt = hourly.next_after(after)
+        assert nxt is not None
+        slots.append(ms_to_datetime(nxt))
+        after = nxt
+    # 01:00 EDT, then 02:00 EST: 01:00 EST (the repeat) is skipped, like Celery
+    assert [s - slots[0] for s in slots] == [timedelta(0), timedelta(hours=2),
+                                            timedelta(hours=3)]
+
+
+def test_started_inside_repeated_hour_never_runs_it_twice(app: Celery) -> None:
+    quarter = CeleryCrontabSchedule.from_crontab(crontab(minute="*/15", app=app), NEW_YORK)
+    inside = datetime(2025, 11, 2, 1, 10, tzinfo=NEW_YORK, fold=1)  # 01:10 EST
+    slot = quarter.next_after(datetime_to_ms(inside))
+    assert slot is not None
+    assert ms_to_datetime(slot).astimezone(NEW_YORK) == datetime(2025, 11, 2, 2, 0,
+                                                                  tzinfo=NEW_YORK)
+
+
+def test_expression_uses_fields_not_repr() -> None:
+    cron = crontab(minute="0", hour="4", day_of_week="mon-fri", day_of_month="1-7")
+    assert crontab_expression(cron) == "0 4 1,2,3,4,5,6,7 * 1,2,3,4,5"
+
+
+def make_app(**conf: Any) -> Celery:
+    app = Celery("units", set_as_current=False, broker=conf.pop("broker", "redis://h:1/3"))
+    app.conf.update(timezone="America/New_York", **conf)
+    return app
+
+
+def test_next_runs_of_the_beat_scheduler_follow_celery() -> None:
+    app = make_app(anarchon_backend="sqlite:///unused.db",
+                   beat_schedule={"digest": {"task": "t", "schedule": crontab(minute=0)},
+                                  "tick": {"task": "t", "schedule": 10.0}})
+    beat = Scheduler(app, lazy=True)
+    after = datetime(2025, 11, 2, 0, 30, tzinfo=NEW_YORK)
+    runs = beat.anarchon.next_runs("digest", 3, after=after)
+    cron = crontab(minute=0, app=app)
+    expected, last = [], after
+    for _ in range(3):
+        last = celery_next_run(cron, last)
+        expected.append(last)
+    assert runs == expected
+    ticks = beat.anarchon.next_runs("tick", 2, after=datetime(2025, 1, 1, 0, 0, 3,
+                                                              tzinfo=timezone.utc))
+    assert [t.second for t in ticks] == [10, 20]  # the UTC grid, not process start
+    assert "celery.backend_cleanup" in beat.anarchon.job_names
+
+
+def test_lazy_build_has_no_side_effects(tmp_path: Any) -> None:
+    database = tmp_path / "beat.db"
+    app = make_app(anarchon_backend=f"sqlite:///{database}",
+                   beat_schedule={"tick": {"task": "t", "schedule": 1.0}})
+    beat = Scheduler(app, lazy=True)
+    assert "sqlite" in beat.info
+    assert beat.tick() <= 300
+    beat.close()
+    beat.close()
+    assert not database.exists()
+
+
+def test_default_backend_is_the_brokers_redis() -> None:
+    app = make_app(broker="redis://:secret@redis.example:6380/2?ssl_cert_reqs=none")
+    beat = Scheduler(app, lazy=True)
+    assert beat.settings.backend == "redis://:secret@redis.example:6380/2"
+    assert beat.settings.backend_options == {"prefix": "anarchon:"}
+    assert "secret" not in beat.info
+    assert "broker" in beat.info
+
+
+def test_no_store_and_no_redis_broker_is_a_clear_error() -> None:
+    app = make_app(broker="amqp://guest@localhost//")
+    beat = Scheduler(app, lazy=True)
+    assert "not configured" in beat.info
+    with pytest.raises(ConfigurationError, match="anarchon_backend"):
+        _ = beat.anarchon
+
+
+class NoEphemSolar(solar):
+    """A solar schedule without the ephem package: only its type matters here."""
+
+    def __init__(self) -> None:
+        BaseSchedule.__init__(self)
+
+
+class Wobbly(schedule):
+    """A custom schedule: nothing says every beat computes it alike."""
+
+
+@pytest.mark.parametrize(("entry_schedule", "message"), [
+    (NoEphemSolar(), "solar"),
+    (Wobbly(timedelta(seconds=5)), "cannot be computed identically"),
+])
+def test_non_deterministic_entries_are_refused_by_name(entry_schedule: Any, message: str
+                                                       ) -> None:
+    app = make_app(anarchon_backend="sqlite:///unused.db",
+                   beat_schedule={"odd-entry": {"task": "t", "schedule": entry_schedule}})
+    with pytest.raises(ConfigurationError, match=message) as info:
+        _ = Scheduler(app, lazy=True).anarchon
+    assert "odd-entry" in str(info.value)
+
+
+def test_per_entry_anarchon_options() -> None:
+    app = make_app(anarchon_backend="sqlite:///unused.db", beat_schedule={
+        "pay": {"task": "t", "schedule": 60.0,
+                "options": {"queue": "q", "anarchon": {"max_attempts": 1, "catch_up": 0,
+                                                       "queue_lease": "2m"}}}})
+    beat = Scheduler(app, lazy=True)
+    plan = next(p for p in beat.plans() if p.name == "pay")
+    assert dict(plan.options) == {"max_attempts": 1, "catch_up": 0}
+    assert plan.extra == {"queue_lease": 120.0}
+    assert dict(plan.publish_options) == {"queue": "q"}
+    assert beat.anarchon.job_names

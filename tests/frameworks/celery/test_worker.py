@@ -1,0 +1,110 @@
+"""A real worker records each published slot's real outcome in anarchon's history."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from celery import Celery
+
+from anarchon import RunRecord, Scheduler, from_url
+from tests.frameworks.celery.harness import BROKER, CeleryCluster, broker_available
+from tests.frameworks.celery.test_beats import HEARTBEAT, LEASE, SCHEDULER, require, store
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def tracked(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
+    require("the Redis broker", broker_available())
+    spec = store("redis")
+    require("redis", spec.unavailable())
+    ns = "cw_" + uuid.uuid4().hex[:10]
+    url = spec.url_for(ns)
+    cluster = CeleryCluster(tmp_path, {
+        "queue": ns, "backend": url, "scheduler": SCHEDULER, "track": True, "entries": {
+            "ok": {"task": "t.ok", "every": 2},
+            "boom": {"task": "t.boom", "every": 2},
+            "retry": {"task": "t.retry_once", "every": 3},
+            "revoke": {"task": "t.ok", "every": 4, "options": {"countdown": 2.5}},
+            "hang": {"task": "t.hang", "every": 2, "options": {"queue": ns + "-hang"}},
+            "overlap": {"task": "t.ok", "every": 1, "kwargs": {"seconds": 2.5},
+                        "options": {"queue": ns + "-overlap"}},
+        }})
+    yield cluster, url
+    cluster.stop_all()
+
+
+def history(url: str, name: str) -> list[RunRecord]:
+    reader = Scheduler(from_url(url))
+    try:
+        return reader.history(name, 50)
+    finally:
+        reader.close()
+
+
+def wait_history(cluster: CeleryCluster, url: str, name: str, check: Any, what: str
+                 ) -> list[RunRecord]:
+    return list(cluster.wait_for(lambda: (h := history(url, name)) and check(h) and h, 40,
+                                 what))
+
+
+def test_outcomes_from_a_real_worker(tracked: tuple[CeleryCluster, str]) -> None:
+    cluster, url = tracked
+    queue = cluster.config["queue"]
+    cluster.worker("w", queue)
+    cluster.worker("hang1", queue + "-hang")
+    cluster.worker("over", queue + "-overlap", pool="threads", concurrency=4)
+    cluster.beat("a")
+    cluster.beat("b")
+
+    # revoke the first "revoke" message while it waits for its countdown
+    first = cluster.wait_for(lambda: cluster.records("publish", job="revoke"), 30,
+                             "the revoke entry's publish")[0]
+    control = Celery("control", broker=BROKER, set_as_current=False)
+    control.control.revoke(first["id"])
+    control.close()
+
+    ok = wait_history(cluster, url, "ok", lambda h: any(r.status == "success" for r in h),
+                      "a success")
+    done = next(r for r in ok if r.status == "success")
+    assert done.duration is not None and done.duration >= 0 and done.error is None
+    boom = wait_history(cluster, url, "boom",
+                        lambda h: any(r.status == "failure" for r in h), "a failure")
+    assert "RuntimeError: boom" in (next(r for r in boom if r.status == "failure").error or "")
+    retry = wait_history(cluster, url, "retry", lambda h: any(
+        r.status == "success" for r in h), "a retried task's success")
+    retried = next(r for r in retry if r.status == "success")
+    assert retried.attempt == 1  # retry() keeps the same run (same headers)
+    runs = cluster.records("run", job="retry", slot=retried.slot)
+    assert sorted(r["retries"] for r in runs) == [0, 1]
+    revoked = wait_history(cluster, url, "revoke", lambda h: any(
+        r.slot == first["slot"] and r.status == "interrupted" for r in h), "the revoke")
+    assert "revoked" in (next(r for r in revoked if r.slot == first["slot"]).error or "")
+
+    # the worker running "hang" is killed mid-task: a beat publishes attempt 2 after the
+    # lease, a new worker runs it
+    hung = cluster.wait_for(lambda: cluster.records("run", job="hang", attempt=1), 30,
+                            "the hang task running")[0]
+    killed = cluster.kill("hang1")
+    cluster.worker("hang2", queue + "-hang")
+    hang = wait_history(cluster, url, "hang", lambda h: any(
+        r.slot == hung["slot"] and r.attempt == 2 and r.status == "success" for r in h),
+        "attempt 2 of the killed run")
+    first_attempt = next(r for r in hang if r.slot == hung["slot"] and r.attempt == 1)
+    assert first_attempt.status == "interrupted"
+    second = cluster.records("publish", job="hang", slot=hung["slot"], attempt=2)
+    assert second and second[0]["t"] - killed < LEASE + 2 * HEARTBEAT + 3
+
+    # overlap="skip": a 2.5 s task on a 1 s schedule never runs twice at once
+    runs = cluster.records("run", job="overlap")
+    dones = {r["slot"]: r["t"] for r in cluster.records("done", job="overlap")}
+    spans = sorted((r["t"], dones[r["slot"]]) for r in runs if r["slot"] in dones)
+    assert len(spans) >= 2
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(spans)), spans
+    overlap = history(url, "overlap")
+    assert len({r.slot for r in overlap}) <= len(spans) + 1

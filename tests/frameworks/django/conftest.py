@@ -1,0 +1,39 @@
+"""pytest-django setup for the anarchon_django tests.
+
+The settings module is ``tests.frameworks.django.settings`` (set here unless
+``DJANGO_SETTINGS_MODULE`` is already set). Each test gets its own store table, so
+histories never leak between tests.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.frameworks.django.settings")
+
+import django
+import pytest
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.test import override_settings  # noqa: E402
+
+from anarchon_django import conf  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _fresh_anarchon() -> Iterator[None]:
+    conf.reset()
+    yield
+    conf.reset()
+
+
+@pytest.fixture
+def table() -> Iterator[str]:
+    """A store table of its own for this test (the "django" backend on the test DB)."""
+    name = "t_" + uuid.uuid4().hex[:12]
+    with override_settings(ANARCHON={**settings.ANARCHON, "OPTIONS": {"table": name}}):
+        yield name

@@ -1,0 +1,96 @@
+"""Settings of the minimal test project (``tests.frameworks.django``).
+
+The environment picks the database so the same project serves pytest and the cluster
+processes (``manage.py anarchon run``):
+
+* ``ANARCHON_DJANGO_DB``: ``sqlite`` (default) or ``postgres``;
+* ``ANARCHON_DJANGO_SQLITE``: the SQLite file (default: a file in a temporary folder);
+* ``ANARCHON_DJANGO_PG``: the PostgreSQL database name (default ``test``);
+* ``ANARCHON_TEST_JOBS`` / ``ANARCHON_TEST_SCHEDULER``: JSON for ``ANARCHON["JOBS"]`` and
+  ``ANARCHON["SCHEDULER"]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+SECRET_KEY = "anarchon-django-tests-not-secret"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+ROOT_URLCONF = "tests.frameworks.django.urls"
+DEFAULT_AUTO_FIELD = "django.db.models.AutoField"
+STATIC_URL = "/static/"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "anarchon_django",
+    "tests.frameworks.django.testapp",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates",
+    "DIRS": [],
+    "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+
+_DB = os.environ.get("ANARCHON_DJANGO_DB", "sqlite")
+if _DB == "postgres":
+    DATABASES: dict[str, Any] = {"default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("ANARCHON_DJANGO_PG", "test"),
+        "USER": os.environ.get("ANARCHON_DJANGO_PG_USER", "postgres"),
+        "HOST": os.environ.get("ANARCHON_DJANGO_PG_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("ANARCHON_DJANGO_PG_PORT", "5432"),
+    }}
+else:
+    _FILE = os.environ.get("ANARCHON_DJANGO_SQLITE") or os.path.join(
+        tempfile.mkdtemp(prefix="anarchon-django-"), "project.db")
+    DATABASES = {"default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": _FILE,
+        # a file, not memory: the anarchon store opens its own connection to it
+        "TEST": {"NAME": _FILE + ".test"},
+    }, "memory": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
+
+ANARCHON: dict[str, Any] = {
+    "BACKEND": "django",
+    "SCHEDULER": {"lease": "2s", "heartbeat": "0.3s", "jitter": "0.1s",
+                  **json.loads(os.environ.get("ANARCHON_TEST_SCHEDULER", "{}"))},
+    "JOBS": json.loads(os.environ.get("ANARCHON_TEST_JOBS", "{}")),
+    "AUTODISCOVER": ["jobs"],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "anarchon": {"handlers": ["console"], "level": "WARNING"},
+        "anarchon_django": {"handlers": ["console"], "level": "INFO"},
+    },
+}
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast tests

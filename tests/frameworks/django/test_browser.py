@@ -1,0 +1,144 @@
+"""A real browser (Debian's chromium + chromedriver through Selenium) against
+``live_server``: log in, open the history, filter to failures, open a failure, press
+"Run now" and see the manual run appear once a running instance has executed it.
+
+Set ``ANARCHON_SCREENSHOTS=<dir>`` to also save the history and jobs pages there
+(``docs/`` holds the committed ones).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Permission, User
+from django.test import override_settings
+
+from anarchon import Scheduler
+from anarchon_django import runtime
+from tests.frameworks.django.support import wait_for
+from tests.stores import in_ci
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+HANDLERS = "tests.frameworks.django.testapp.handlers"
+
+
+def _browser_missing() -> str | None:
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install selenium)"
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.path.exists(path):
+            return f"{path} is missing (apt-get install -y chromium chromium-driver)"
+    return None
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    reason = _browser_missing()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI needs the browser: {reason}", pytrace=False)
+        pytest.skip(reason)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--window-size=1400,1000", "--force-device-scale-factor=1"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    driver.implicitly_wait(5)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def cluster(table: str) -> Iterator[list[Scheduler]]:
+    """Three running instances with a fast job and a failing one."""
+    jobs = {
+        "tick": {"callable": f"{HANDLERS}.record", "every": "1s", "data": {"duration": 0.3}},
+        "flaky": {"callable": f"{HANDLERS}.fail", "every": "2s"},
+    }
+    with override_settings(ANARCHON={**settings.ANARCHON, "JOBS": jobs}):
+        schedulers = [runtime.build_scheduler(instance_id=name)
+                      for name in ("web-1", "web-2", "worker-1")]
+        for scheduler in schedulers:
+            scheduler.start()
+        try:
+            yield schedulers
+        finally:
+            for scheduler in schedulers:
+                scheduler.stop(5)
+
+
+def _runner() -> User:
+    user: User = User.objects.create_user("runner", password="pw", is_staff=True)
+    for codename in ("view_run", "view_job", "run_job"):
+        user.user_permissions.add(Permission.objects.get(
+            content_type__app_label="anarchon_django", codename=codename))
+    return user
+
+
+def test_history_filter_detail_and_run_now_in_a_real_browser(
+        browser: Any, live_server: Any, cluster: list[Scheduler], tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    _runner()
+    shared = runtime.get_scheduler()
+    wait_for(lambda: len(shared.history("tick", 50)) >= 8
+             and len([r for r in shared.history("flaky", 10) if r.status == "failure"]) >= 3,
+             30, "the cluster to build some history")
+    shots = [tmp_path] + ([Path(os.environ["ANARCHON_SCREENSHOTS"])]
+                          if os.environ.get("ANARCHON_SCREENSHOTS") else [])
+
+    browser.get(f"{live_server.url}/admin/login/?next=/admin/")
+    browser.find_element(By.NAME, "username").send_keys("runner")
+    browser.find_element(By.NAME, "password").send_keys("pw")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(lambda: "Anarchon" in browser.page_source, 10, "the admin index")
+
+    browser.find_element(By.LINK_TEXT, "Run history").click()
+    wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "tr.anarchon-row"), 10, "rows")
+    for folder in shots:
+        browser.save_screenshot(str(folder / "django-admin-history.png"))
+
+    browser.find_element(By.CSS_SELECTOR, "#filter-status").find_element(
+        By.LINK_TEXT, "failure").click()
+    wait_for(lambda: "status=failure" in browser.current_url, 10, "the failure filter")
+    rows = browser.find_elements(By.CSS_SELECTOR, "tr.anarchon-row")
+    assert rows and {row.get_attribute("data-status") for row in rows} == {"failure"}
+
+    rows[0].find_element(By.CSS_SELECTOR, "th a").click()
+    wait_for(lambda: "anarchon-detail" in browser.page_source, 10, "the detail page")
+    assert "ValueError: settings job failed on purpose" in browser.find_element(
+        By.CSS_SELECTOR, "pre.anarchon-error").text
+
+    browser.get(f"{live_server.url}/admin/anarchon_django/job/")
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.anarchon-timeline rect.run")
+    for folder in shots:
+        browser.save_screenshot(str(folder / "django-admin-jobs.png"))
+    browser.find_element(By.CSS_SELECTOR, "input[value='Run now'][data-job='greet']").click()
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert "Requested a manual run" in message
+
+    def manual_run_listed() -> bool:
+        browser.get(f"{live_server.url}/admin/anarchon_django/run/?job=greet&reason=manual")
+        return bool(browser.find_elements(By.CSS_SELECTOR, "tr.anarchon-row[data-job='greet']"))
+
+    wait_for(manual_run_listed, 15, "the manual run in the history", step=0.5)
+    (record,) = shared.history("greet", 5)
+    assert record.manual and record.status == "success"
+    assert record.instance_id in ("web-1", "web-2", "worker-1")

@@ -1,0 +1,162 @@
+"""Three ``manage.py anarchon run`` processes on the "django" backend (SQLite file and
+PostgreSQL): each slot starts exactly once; SIGKILL of the runner -> takeover."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.frameworks.django.support import wait_for
+from tests.stores import in_ci
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[3]
+LEASE, HEARTBEAT = 2.0, 0.3
+HANDLER = "tests.frameworks.django.testapp.handlers.record"
+
+
+class Project:
+    """The test project on one database; runs ``manage.py`` commands as processes."""
+
+    def __init__(self, env: dict[str, str], tmp: Path) -> None:
+        self.tmp = tmp
+        self.log = tmp / "runs.jsonl"
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "ANARCHON_TEST_LOG": str(self.log),
+                    "DJANGO_SETTINGS_MODULE": "tests.frameworks.django.settings",
+                    "ANARCHON_TEST_SCHEDULER": json.dumps({"lease": LEASE,
+                                                           "heartbeat": HEARTBEAT}),
+                    **env}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def manage(self, *args: str, jobs: dict[str, Any] | None = None) -> None:
+        env = {**self.env, "ANARCHON_TEST_JOBS": json.dumps(jobs or {})}
+        subprocess.run([sys.executable, "-m", "tests.frameworks.django.manage", *args],
+                       cwd=ROOT, env=env, check=True, timeout=120)
+
+    def start(self, names: list[str], jobs: dict[str, Any]) -> None:
+        env = {**self.env, "ANARCHON_TEST_JOBS": json.dumps(jobs)}
+        began = time.monotonic()
+        for name in names:
+            out = (self.tmp / f"{name}.out").open("wb")
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "-m", "tests.frameworks.django.manage", "anarchon", "run",
+                 "--jobs", ",".join(jobs), "--stop-timeout", "5"],
+                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        wait_for(lambda: all("running" in (self.tmp / f"{n}.out").read_text()
+                             for n in names), 60, "every instance to start")
+        print(f"{len(names)} instances ready in {time.monotonic() - began:.1f}s")
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+    def begins(self) -> list[dict[str, Any]]:
+        return [r for r in self.records() if r["kind"] == "begin"]
+
+    def stop(self) -> dict[str, int | None]:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        codes: dict[str, int | None] = {}
+        for name, proc in self.procs.items():
+            try:
+                codes[name] = proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                codes[name] = proc.wait()
+        return codes
+
+
+def _postgres_database() -> Iterator[dict[str, str]]:
+    from tests.stores.postgres import BASE_URL, STORE
+
+    reason = STORE.unavailable()
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI needs PostgreSQL: {reason}", pytrace=False)
+        pytest.skip(f"PostgreSQL not available: {reason}")
+    import psycopg
+
+    name = "anarchon_dj_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield {"ANARCHON_DJANGO_DB": "postgres", "ANARCHON_DJANGO_PG": name}
+    finally:
+        with psycopg.connect(BASE_URL, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Project]:
+    if request.param == "sqlite":
+        env = {"ANARCHON_DJANGO_DB": "sqlite", "ANARCHON_DJANGO_SQLITE": str(tmp_path / "p.db")}
+        made = Project(env, tmp_path)
+        made.manage("migrate", "--verbosity", "0")
+        yield made
+        made.stop()
+        return
+    databases = _postgres_database()
+    env = next(databases)
+    made = Project(env, tmp_path)
+    try:
+        made.manage("migrate", "--verbosity", "0")
+        yield made
+    finally:
+        made.stop()
+        for _ in databases:
+            pass
+
+
+def test_migrate_creates_the_store_tables(tmp_path: Path) -> None:
+    project = Project({"ANARCHON_DJANGO_DB": "sqlite",
+                       "ANARCHON_DJANGO_SQLITE": str(tmp_path / "m.db")}, tmp_path)
+    project.manage("migrate", "--verbosity", "0")
+    with sqlite3.connect(tmp_path / "m.db") as conn:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert {"anarchon_runs", "anarchon_runs_attempts", "anarchon_runs_jobs",
+            "anarchon_runs_meta"} <= tables
+
+
+def test_three_instances_start_each_slot_once(project: Project) -> None:
+    jobs = {"tick": {"callable": HANDLER, "every": "1s", "data": {"duration": 0.2}}}
+    project.start(["a", "b", "c"], jobs)
+    wait_for(lambda: len({r["slot"] for r in project.begins()}) >= 6, 30, "six slots")
+    codes = project.stop()
+    assert set(codes.values()) == {0}, codes
+    starts = Counter(r["slot"] for r in project.begins())
+    assert set(starts.values()) == {1}, starts
+    slots = sorted(starts)
+    assert slots == list(range(slots[0], slots[-1] + 1, 1000)), "a slot was lost"
+    assert len({r["pid"] for r in project.begins()}) >= 1
+
+
+def test_sigkill_of_the_runner_hands_the_run_to_a_backup(project: Project) -> None:
+    slot = int(time.time()) + 12  # the same one-off slot for every process
+    jobs = {"long": {"callable": HANDLER, "at": slot, "data": {"duration": 30}}}
+    project.start(["a", "b", "c"], jobs)
+    assert time.time() < slot - 1, "the instances took too long to start"
+    first = wait_for(lambda: [r for r in project.begins() if r["attempt"] == 1], 20,
+                     "attempt 1")[0]
+    os.kill(first["pid"], signal.SIGKILL)
+    killed = time.time()
+    second = wait_for(lambda: [r for r in project.begins() if r["attempt"] == 2],
+                      LEASE + 10, "attempt 2")[0]
+    assert second["reason"] == "takeover" and second["pid"] != first["pid"]
+    delay = second["t"] - killed
+    print(f"takeover after SIGKILL: {delay:.2f}s (lease {LEASE}s, heartbeat {HEARTBEAT}s)")
+    assert delay <= LEASE + 2 * HEARTBEAT + 1.0

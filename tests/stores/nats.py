@@ -1,0 +1,76 @@
+"""NATS JetStream (claim-only): ``ANARCHON_NATS_URL``, default ``nats://127.0.0.1:4222``.
+
+Each namespace gets its own stream (the namespace upper-cased) and subject ``prefix``
+(``<namespace>.``). ``duplicate_window`` is 90 s so jobs with the default ``jitter`` and
+``max_late`` can be added; ``history_size`` is 100 to keep test streams small.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from . import StoreSpec
+
+BASE_URL = os.environ.get("ANARCHON_NATS_URL") or "nats://127.0.0.1:4222"
+WINDOW = "90s"
+
+
+def stream_for(namespace: str) -> str:
+    return namespace.upper().replace(".", "_")
+
+
+def url_for(namespace: str, **options: str) -> str:
+    """The backend URL with this namespace's ``stream`` and ``prefix`` (plus ``options``)."""
+    parts = urlsplit(BASE_URL)
+    query = dict(parse_qsl(parts.query))
+    query.update(stream=stream_for(namespace), prefix=f"{namespace}.",
+                 duplicate_window=WINDOW, history_size="100", **options)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def _unavailable() -> str | None:
+    if importlib.util.find_spec("nats") is None:
+        return 'nats-py is not installed (pip install "anarchon[nats]")'
+    parts = urlsplit(BASE_URL.split(",")[0])
+    host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+    try:
+        with socket.create_connection((host, port), timeout=2.0) as sock:
+            line = b""
+            while not line.endswith(b"\r\n") and len(line) < 65536:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                line += chunk
+    except OSError as exc:
+        return f"no NATS server at {host}:{port} (ANARCHON_NATS_URL): {exc}"
+    if not line.startswith(b"INFO "):
+        return f"server at {host}:{port} (ANARCHON_NATS_URL) is not NATS"
+    try:
+        info = json.loads(line[5:])
+    except ValueError:
+        return f"server at {host}:{port} (ANARCHON_NATS_URL) sent an unreadable INFO"
+    if not info.get("jetstream"):
+        return f"NATS at {host}:{port} (ANARCHON_NATS_URL) runs without JetStream (-js)"
+    return None
+
+
+STORE = StoreSpec(id="nats", url_for=url_for, lease=False, unavailable=_unavailable)
+
+
+async def cleanup(namespace: str, jobs: list[str]) -> None:
+    """Delete the namespace's stream."""
+    import nats
+    import nats.js.errors
+
+    client = await nats.connect(BASE_URL)
+    try:
+        try:
+            await client.jetstream().delete_stream(stream_for(namespace))
+        except nats.js.errors.NotFoundError:
+            pass
+    finally:
+        await client.close()

@@ -1,0 +1,63 @@
+"""RabbitMQ (claim-only): ``ANARCHON_RABBITMQ_URL``, default ``amqp://guest:guest@127.0.0.1:5672/``.
+
+Each namespace becomes its own queue ``prefix`` (``<namespace>.``). ``slot_ttl`` is 90 s so
+jobs with the default ``jitter`` (2 s) and ``max_late`` (60 s) can be added.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from . import StoreSpec
+
+BASE_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or "amqp://guest:guest@127.0.0.1:5672/"
+SLOT_TTL = "90s"
+
+
+def url_for(namespace: str, **options: str) -> str:
+    """The backend URL with ``prefix=<namespace>.`` (plus ``options``) in its query."""
+    parts = urlsplit(BASE_URL)
+    query = dict(parse_qsl(parts.query))
+    query.update(prefix=f"{namespace}.", slot_ttl=SLOT_TTL, **options)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", urlencode(query), ""))
+
+
+def _unavailable() -> str | None:
+    if importlib.util.find_spec("aio_pika") is None:
+        return 'aio-pika is not installed (pip install "anarchon[rabbitmq]")'
+    parts = urlsplit(BASE_URL)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 5672
+    try:
+        with socket.create_connection((host, port), timeout=2.0) as sock:
+            sock.sendall(b"AMQP\x00\x00\x09\x01")
+            reply = sock.recv(64)
+    except OSError as exc:
+        return f"no AMQP server at {host}:{port} (ANARCHON_RABBITMQ_URL): {exc}"
+    if len(reply) < 11 or reply[0] != 1 or reply[7:11] != b"\x00\x0a\x00\x0a":
+        return f"server at {host}:{port} (ANARCHON_RABBITMQ_URL) does not speak AMQP 0-9-1"
+    return None
+
+
+STORE = StoreSpec(id="rabbitmq", url_for=url_for, lease=False, unavailable=_unavailable)
+
+
+async def cleanup(namespace: str, jobs: list[str]) -> None:
+    """Delete the jobs and history queues a test made (gates expire by themselves)."""
+    import aio_pika
+
+    connection = await aio_pika.connect(BASE_URL)
+    try:
+        for queue in [f"{namespace}.jobs", *(f"{namespace}.history.{job}" for job in jobs)]:
+            channel = await connection.channel()
+            try:
+                await channel.queue_delete(queue)
+            except aio_pika.exceptions.AMQPError:
+                pass  # never declared
+            finally:
+                if not channel.is_closed:
+                    await channel.close()
+    finally:
+        await connection.close()

@@ -1,0 +1,18 @@
+"""Redis 7 with the claim-only ``stream-id`` strategy (``XADD`` with the slot as id).
+
+Same server as :mod:`tests.stores.redis` (``ANARCHON_REDIS_URL``); each namespace is a key
+``prefix``. Claim-only: it runs the claim contract, not the lease suite.
+"""
+
+from __future__ import annotations
+
+from . import StoreSpec
+from .redis import BASE_URL, redis_unavailable, url_with_prefix
+
+
+def _url(namespace: str) -> str:
+    return url_with_prefix(BASE_URL, namespace) + "&strategy=stream-id"
+
+
+STORE = StoreSpec(id="redis-stream-id", url_for=_url, lease=False,
+                  unavailable=lambda: redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL"))
