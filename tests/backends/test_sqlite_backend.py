@@ -108,3 +108,30 @@ def test_blocked_event_loop_is_reported_with_the_job_name(
     with caplog.at_level(logging.WARNING, logger="anarchon"):
         run(scenario())
     assert "blocker" in caplog.text
+
+
+def test_embedded_libsql_connection_holds_leases(tmp_path: Path) -> None:
+    libsql = pytest.importorskip("libsql")
+    from anarchon.backends.base import ClaimRequest, Finish, HeldRun
+
+    connection = libsql.connect(str(tmp_path / "libsql.db"), isolation_level=None)
+
+    async def scenario() -> None:
+        backend = SqliteBackend(connection)
+        await backend.open()
+        await backend.register([JobSpec("job", "every", "every 1s")])
+        claim = ClaimRequest(name="job", slot=1_000, owner="a", reason="scheduled",
+                             lease_ms=30_000, max_late_ms=10**13, max_attempts=3,
+                             overlap="skip")
+        assert (await backend.claim(claim)).outcome == "won"
+        assert (await backend.claim(ClaimRequest(**{**claim.__dict__, "owner": "b"}))
+                ).outcome == "taken"
+        beat = await backend.heartbeat("a", [HeldRun("job", 1_000, 1)], [], 30_000)
+        assert not beat.lost
+        assert await backend.finish(Finish("job", 1_000, "a", 1, "success", None, 10, None,
+                                           3_600_000))
+        records = await backend.history("job", 5)
+        assert [(r.attempt, r.status) for r in records] == [(1, "success")]
+        await backend.close()
+
+    run(scenario())

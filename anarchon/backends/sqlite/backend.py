@@ -64,13 +64,14 @@ class SqliteBackend(LeaseBackend):
         _, table_name = check_table_name(table)
         if table != table_name:
             raise ValueError(f"invalid table {table!r}: SQLite tables take no schema prefix")
-        if isinstance(database, sqlite3.Connection):
-            if database.isolation_level is not None:
+        if isinstance(database, sqlite3.Connection) or _is_libsql(database):
+            if getattr(database, "isolation_level", None) is not None:
                 raise ValueError(
-                    "the sqlite3.Connection given to SqliteBackend must be opened with "
-                    "isolation_level=None (anarchon writes BEGIN IMMEDIATE itself)"
+                    f"the {type(database).__module__} connection given to SqliteBackend "
+                    "must be opened with isolation_level=None (anarchon writes BEGIN "
+                    "IMMEDIATE itself)"
                 )
-            self._user_connection: sqlite3.Connection | None = database
+            self._user_connection: Any = database
             self.database = "<connection>"
         elif isinstance(database, str):
             if not database:
@@ -116,6 +117,10 @@ class SqliteBackend(LeaseBackend):
             return await loop.run_in_executor(self._executor, fn, connection)
         except sqlite3.OperationalError as exc:
             raise StoreError(f"SQLite {self.database}: {exc}") from exc
+        except ValueError as exc:  # libSQL reports database errors as ValueError
+            if _is_libsql(connection):
+                raise StoreError(f"libSQL {self.database}: {exc}") from exc
+            raise
 
     @contextmanager
     def _write(self, connection: sqlite3.Connection) -> Iterator[sqlite3.Cursor]:
@@ -155,7 +160,8 @@ class SqliteBackend(LeaseBackend):
 
     def _connect(self) -> sqlite3.Connection:
         if self._user_connection is not None:
-            return self._user_connection
+            user: sqlite3.Connection = self._user_connection
+            return user
         connection = sqlite3.connect(
             self.database, isolation_level=None, check_same_thread=False,
             timeout=self.busy_timeout,
@@ -173,7 +179,7 @@ class SqliteBackend(LeaseBackend):
                     "SELECT name FROM sqlite_master WHERE type='table' AND name IN (?,?,?,?,?)",
                     (t.base, t.base + "_attempts", t.base + "_jobs", t.base + "_meta",
                      t.base + "_triggers"),
-                )
+                ).fetchall()
             }
             if not present:
                 for statement in t.create_statements():
@@ -184,9 +190,9 @@ class SqliteBackend(LeaseBackend):
                     f"table {t.base!r} in {self.database} exists but was not created by "
                     "anarchon (no meta table); choose another table= name"
                 )
-            row = cur.execute(
+            row = _first(cur.execute(
                 f"SELECT value FROM {t.meta} WHERE key='format_version'"
-            ).fetchone()
+            ))
             if row is None or row[0] != FORMAT_VERSION or len(present) != 5:
                 found = row[0] if row else "none"
                 raise IncompatibleStoreError(
@@ -231,19 +237,19 @@ class SqliteBackend(LeaseBackend):
             def result(outcome: Any, attempt: int = 0) -> ClaimResult:
                 return ClaimResult(outcome, attempt, now)
 
-            row = cur.execute(
+            row = _first(cur.execute(
                 f"""SELECT state, attempt, counted, handed_over, lease_until
                     FROM {t.runs} WHERE job = ? AND slot = ?""",
                 (req.name, req.slot),
-            ).fetchone()
+            ))
             if req.reason == "takeover":
                 return self._takeover(cur, req, row, now)
             if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
                 return result("late")
             if req.reason == "catch-up":
-                seen = cur.execute(
+                seen = _first(cur.execute(
                     f"SELECT first_seen FROM {t.jobs} WHERE name = ?", (req.name,)
-                ).fetchone()
+                ))
                 if seen is None or seen[0] >= req.slot or req.slot <= now - req.catch_up_ms:
                     return result("late")
             if row is not None:
@@ -256,10 +262,10 @@ class SqliteBackend(LeaseBackend):
             ).fetchall()
             for slot, attempt in expired:
                 self._end_attempt(cur, req.name, slot, attempt, "interrupted", None, now)
-            if req.overlap == "skip" and cur.execute(
+            if req.overlap == "skip" and _first(cur.execute(
                 f"SELECT 1 FROM {t.runs} WHERE job = ? AND slot <> ? AND state = 'running'",
                 (req.name, req.slot),
-            ).fetchone():
+            )):
                 cur.execute(
                     f"""INSERT INTO {t.runs} VALUES (?, ?, 'skipped', ?, 0, 0, 0, 0)""",
                     (req.name, req.slot, req.owner),
@@ -315,11 +321,11 @@ class SqliteBackend(LeaseBackend):
 
     async def confirm(self, request: ClaimRequest) -> int:
         def run(connection: sqlite3.Connection) -> int:
-            row = connection.execute(
+            row = _first(connection.execute(
                 f"SELECT owner, attempt, state FROM {self._tables.runs} "
                 "WHERE job = ? AND slot = ?",
                 (request.name, request.slot),
-            ).fetchone()
+            ))
             if row and row[0] == request.owner and row[2] == "running":
                 return int(row[1])
             return 0
@@ -336,13 +342,13 @@ class SqliteBackend(LeaseBackend):
                 now = self._now()
                 lost = set()
                 for run_ in held:
-                    cur.execute(
+                    renewed = _first(cur.execute(
                         f"""UPDATE {t.runs} SET lease_until = ?
                             WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
-                              AND state = 'running'""",
+                              AND state = 'running' RETURNING 1""",
                         (now + lease_ms, run_.name, run_.slot, owner, run_.attempt),
-                    )
-                    if cur.rowcount != 1:
+                    ))
+                    if renewed is None:
                         lost.add(run_.key)
                 states = [
                     state for key in watched
@@ -353,11 +359,11 @@ class SqliteBackend(LeaseBackend):
         return await self._call(run)
 
     def _read_state(self, cur: sqlite3.Cursor, name: str, slot: int, now: int) -> RunState | None:
-        row = cur.execute(
+        row = _first(cur.execute(
             f"""SELECT owner, attempt, state, lease_until, handed_over FROM {self._tables.runs}
                 WHERE job = ? AND slot = ?""",
             (name, slot),
-        ).fetchone()
+        ))
         if row is None:
             return None
         owner, attempt, state, lease_until, handed_over = row
@@ -368,13 +374,13 @@ class SqliteBackend(LeaseBackend):
         def do(connection: sqlite3.Connection) -> bool:
             with self._write(connection) as cur:
                 now = self._now()
-                cur.execute(
+                released = _first(cur.execute(
                     f"""UPDATE {self._tables.runs} SET lease_until = ?, handed_over = 1
                         WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
-                          AND state = 'running'""",
+                          AND state = 'running' RETURNING 1""",
                     (now, run.name, run.slot, owner, run.attempt),
-                )
-                if cur.rowcount != 1:
+                ))
+                if released is None:
                     return False
                 self._end_attempt(cur, run.name, run.slot, run.attempt, "interrupted", None, now)
                 return True
@@ -404,13 +410,13 @@ class SqliteBackend(LeaseBackend):
             t = self._tables
             with self._write(connection) as cur:
                 now = self._now()
-                cur.execute(
+                done = _first(cur.execute(
                     f"""UPDATE {t.runs} SET state = 'done'
                         WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
-                          AND state = 'running'""",
+                          AND state = 'running' RETURNING 1""",
                     (finish.name, finish.slot, finish.owner, finish.attempt),
-                )
-                if cur.rowcount != 1:
+                ))
+                if done is None:
                     return False
                 self._end_attempt(cur, finish.name, finish.slot, finish.attempt,
                                   finish.status, finish.error, now)
@@ -459,11 +465,11 @@ class SqliteBackend(LeaseBackend):
         def run(connection: sqlite3.Connection) -> None:
             with self._write(connection) as cur:
                 now = self._now()
-                row = cur.execute(
+                row = _first(cur.execute(
                     f"""UPDATE {self._tables.attempts} SET status = ?, error = ?, finished_at = ?
                         WHERE id = ? RETURNING job""",
                     (status, error, now, int(token)),
-                ).fetchone()
+                ))
                 if row is not None:
                     self._prune(cur, row[0], history_size, history_ttl_ms, now)
 
@@ -497,7 +503,7 @@ class SqliteBackend(LeaseBackend):
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
         def run(connection: sqlite3.Connection) -> list[TriggerRequest]:
             t = self._tables
-            if connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1").fetchone() is None:
+            if _first(connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1")) is None:
                 return []  # the common case: a read, no write lock
             with self._write(connection) as cur:
                 rows = cur.execute(
@@ -518,6 +524,22 @@ class SqliteBackend(LeaseBackend):
             return [JobSpec(*row) for row in rows]
 
         return await self._call(run)
+
+
+def _first(cursor: Any) -> Any:
+    """The first row or ``None``, reading the cursor to its end: libSQL refuses to COMMIT
+    while a statement still has rows to give."""
+    rows = cursor.fetchall()
+    return rows[0] if rows else None
+
+
+def _is_libsql(value: object) -> bool:
+    """A libSQL (libsql-python) connection or error; its API follows ``sqlite3``."""
+    try:
+        import libsql  # type: ignore[import-not-found, import-untyped, unused-ignore]
+    except ImportError:
+        return False
+    return isinstance(value, (libsql.Connection, libsql.Error))
 
 
 def _record(row: Sequence[Any]) -> RunRecord:
