@@ -77,6 +77,7 @@ class AsyncScheduler(JobRegistry):
         self._runs: set[asyncio.Task[Any]] = set()
         self._async_recent: set[str] = set()  # async jobs started since the last lag check
         self._opened = False
+        self._open_lock = asyncio.Lock()
         self._started = False
         self._stopping = False
         self._closed = False
@@ -100,9 +101,10 @@ class AsyncScheduler(JobRegistry):
         return self._started and not self._stopping
 
     async def _ensure_open(self) -> None:
-        if not self._opened:
-            await self.backend.open()
-            self._opened = True
+        async with self._open_lock:
+            if not self._opened:
+                await self.backend.open()
+                self._opened = True
 
     async def start(self) -> None:
         """Connect, register jobs, recover unfinished runs, catch up, then schedule."""
@@ -380,10 +382,10 @@ class AsyncScheduler(JobRegistry):
                 held = self._keeper.held if self._keeper else {}
                 busy = sorted(recent | {k.name for k in held if k.name in self._jobs
                                         and self._jobs[k.name].is_async})
-                logger.warning("event loop blocked for %.1fs (heartbeat %gs): heartbeats were "
-                               "late; async job(s) running: %s — use await or a thread for "
-                               "blocking work", lag, self.options.heartbeat,
-                               ", ".join(busy) or "none")
+                logger.warning("event loop blocked (or the process paused) for %.1fs "
+                               "(heartbeat %gs): heartbeats were late; async job(s) running: "
+                               "%s — use await or a thread for blocking work", lag,
+                               self.options.heartbeat, ", ".join(busy) or "none")
 
     # -- manual runs and queries ----------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from .backends.base import Backend
 from .jobs import Handler, SchedulerOptions, build_job
@@ -17,6 +17,7 @@ from .registering import make_decorator
 from .sync import Scheduler
 
 DEFAULT = "default"
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _Pending:
@@ -109,6 +110,16 @@ def _decorate(kind: str, name: str | None, when: Any, handler: Handler | None,
                           _adder(scheduler) if scheduler is not None else None)
 
 
+@overload
+def every(name: str | None = None, interval: Any = None, handler: None = None, *,
+          scheduler: str | None = DEFAULT, **options: Any) -> Callable[[F], F]: ...
+
+
+@overload
+def every(name: str | None, interval: Any, handler: Handler, *,
+          scheduler: str | None = DEFAULT, **options: Any) -> Any: ...
+
+
 def every(name: str | None = None, interval: Any = None, handler: Handler | None = None, *,
           scheduler: str | None = DEFAULT, **options: Any) -> Any:
     """Module-level :meth:`Scheduler.every` on the named ``scheduler``.
@@ -120,10 +131,30 @@ def every(name: str | None = None, interval: Any = None, handler: Handler | None
     return _decorate("every", name, interval, handler, scheduler, options)
 
 
+@overload
+def cron(name: str | None = None, expr: Any = None, handler: None = None, *,
+         scheduler: str | None = DEFAULT, **options: Any) -> Callable[[F], F]: ...
+
+
+@overload
+def cron(name: str | None, expr: Any, handler: Handler, *,
+         scheduler: str | None = DEFAULT, **options: Any) -> Any: ...
+
+
 def cron(name: str | None = None, expr: Any = None, handler: Handler | None = None, *,
          scheduler: str | None = DEFAULT, **options: Any) -> Any:
     """Module-level :meth:`Scheduler.cron` on the named ``scheduler``."""
     return _decorate("cron", name, expr, handler, scheduler, options)
+
+
+@overload
+def at(name: str | None = None, when: Any = None, handler: None = None, *,
+       scheduler: str | None = DEFAULT, **options: Any) -> Callable[[F], F]: ...
+
+
+@overload
+def at(name: str | None, when: Any, handler: Handler, *,
+       scheduler: str | None = DEFAULT, **options: Any) -> Any: ...
 
 
 def at(name: str | None = None, when: Any = None, handler: Handler | None = None, *,

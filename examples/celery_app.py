@@ -2,8 +2,8 @@
 
 Starts three ``celery beat -S anarchon_celery:Scheduler`` processes on this app (Redis
 broker and store at ``REDIS_URL``, default ``redis://127.0.0.1:6379/0``), lets them run
-about 20 seconds with a 2-second entry and a per-minute crontab, then prints how often
-each slot was published: once, by whichever beat won it. Every beat runs; none is a
+about 20 seconds (``--seconds N``) with a 2-second entry and a per-minute crontab, then
+prints how often each slot was published: once, by whichever beat won it. Every beat runs; none is a
 leader. Use the app module itself with::
 
     celery -A examples.celery_app beat -S anarchon_celery:Scheduler   # on every node
@@ -12,6 +12,7 @@ leader. Use the app module itself with::
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -56,6 +57,9 @@ def _published(headers: Any = None, **_: Any) -> None:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description="three beats, one publish per slot")
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long to run")
+    seconds = parser.parse_args().seconds
     LOG.unlink(missing_ok=True)
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root)}
@@ -63,8 +67,8 @@ def main() -> None:
                                "beat", "-S", "anarchon_celery:Scheduler", "-l", "WARNING",
                                "-s", f"/tmp/anarchon-example-{n}"], cwd=root, env=env)
              for n in range(3)]
-    print(f"started 3 beats: {[b.pid for b in beats]}; running 20 s …")
-    time.sleep(20)
+    print(f"started 3 beats: {[b.pid for b in beats]}; running {seconds:g} s …")
+    time.sleep(seconds)
     for beat in beats:
         beat.send_signal(signal.SIGTERM)
     for beat in beats:

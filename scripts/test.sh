@@ -3,7 +3,7 @@
 # With arguments, they go to one pytest run (e.g. scripts/test.sh -m "not slow" tests/unit).
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
-setup_venv "dev,all"
+setup_venv "dev,all,docs"
 cd "$ROOT"
 
 # The Django admin's real-browser test drives Debian's Chromium (as root on Debian only).

@@ -90,7 +90,7 @@ def test_module_decorators_check_options_at_once(name: str) -> None:
     with pytest.raises(TypeError, match="overlap"):
         anarchon.at("bad", "2030-01-01T00:00:00Z", scheduler=name, overlap="skip")
     with pytest.raises(TypeError, match="scheduler"):
-        anarchon.every("bad", "10s", scheduler=42)  # type: ignore[arg-type]
+        anarchon.every("bad", "10s", scheduler=42)  # type: ignore[call-overload]
 
 
 def test_duplicate_on_a_pending_name(name: str) -> None:

@@ -1,0 +1,1 @@
+"""End-to-end tests: the examples and the example project, run as real processes."""

@@ -1,0 +1,233 @@
+"""Every file in ``examples/`` runs, as documented at its top, against the rig's servers.
+
+Each test starts the example as a real process (two copies where the example is about
+several instances), lets it run for a few seconds (``--seconds``) and checks a line of
+output that shows the example's point.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sqlite3
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.support import EXAMPLES, Example, example_env, require, run_example, store_url
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+#: example file -> the test(s) below that run it; a new example without a test fails
+COVERED = {
+    "quick_start.py": "test_quick_start",
+    "basic.py": "test_basic_sync_runs_once_per_slot, test_basic_ctrl_c_hands_report_over",
+    "billing.py": "test_billing_crash_is_not_retried_and_charges_are_keyed",
+    "nightly_export.py": "test_nightly_export_catches_up, test_nightly_export_shows_next_runs",
+    "cache_refresh.py": "test_cache_refresh",
+    "broker_notifications.py": "test_broker_notifications",
+    "tenants.py": "test_tenants",
+    "http_api.py": "test_http_api_serves_history_from_a_process_without_jobs",
+    "failover.py": "test_failover",
+    "decorators_and_data.py": "test_decorators_and_data",
+    "dramatiq_app.py": "test_dramatiq_app",
+    "celery_app.py": "test_celery_app",
+}
+
+
+def test_every_example_has_a_test() -> None:
+    examples = {path.name for path in EXAMPLES.glob("*.py")}
+    assert examples - set(COVERED) == set(), "examples without an end-to-end test"
+    assert set(COVERED) - examples == set(), "tests for examples that no longer exist"
+
+
+def test_quick_start() -> None:
+    output = run_example("quick_start.py", timeout=120)
+    for word in ("taken", "attempt 2", "takeover"):
+        assert word in output, f"quick start output lacks {word!r}:\n{output}"
+    assert "SIGINT" in output and "SIGKILL" in output and "done" in output
+
+
+# -- basic.py (Redis) ------------------------------------------------------------------------
+
+def test_basic_sync_runs_once_per_slot() -> None:
+    url = store_url("redis")
+    copies = [Example("basic.py", "--backend", url, "--seconds", "14") for _ in range(2)]
+    outputs = [copy.finish(60) for copy in copies]
+    ran = [slot for out in outputs
+           for slot in re.findall(r"sync   slot (\S+) ran here", out)]
+    skipped = [slot for out in outputs
+               for slot in re.findall(r"sync   slot (\S+) skipped \(taken", out)]
+    assert ran, "\n".join(outputs)
+    assert all(count == 1 for count in Counter(ran).values()), "\n".join(outputs)
+    assert set(skipped) <= set(ran) and skipped, "\n".join(outputs)
+
+
+def test_basic_ctrl_c_hands_report_over() -> None:
+    url = store_url("redis")
+    copies = [Example("basic.py", "--backend", url, "--report-every", "5s") for _ in range(2)]
+    try:
+        for copy in copies:
+            copy.wait_for(r"up on redis:lease", 20)
+        runner = None
+        deadline = time.monotonic() + 20
+        while runner is None and time.monotonic() < deadline:
+            runner = next((c for c in copies if c.has(r"report slot \S+ working")), None)
+            time.sleep(0.1)
+        assert runner is not None, "\n".join(c.output for c in copies)
+        backup = copies[1] if runner is copies[0] else copies[0]
+        sent = time.monotonic()
+        runner.signal(signal.SIGINT)  # Ctrl+C in the runner's terminal
+        runner.wait_for(r"interrupted \(stop\): handed over", 10)
+        backup.wait_for(r"report slot \S+ attempt 2 started \(takeover\)", 10)
+        assert time.monotonic() - sent < 5  # two heartbeats (1 s) plus process overhead
+        runner.finish(30)
+    finally:
+        for copy in copies:
+            if copy.proc.poll() is None:
+                copy.signal(signal.SIGINT)
+        for copy in copies:
+            copy.finish(30, expect_code=None)
+
+
+# -- the "choosing by what a job needs" examples ---------------------------------------------
+
+def test_billing_crash_is_not_retried_and_charges_are_keyed(tmp_path: Path) -> None:
+    url = store_url("postgres")
+    ledger = str(tmp_path / "ledger.db")
+    args = ("--backend", url, "--ledger", ledger, "--crash-once", "--seconds", "13")
+    copies = [Example("billing.py", *args) for _ in range(2)]
+    codes = [copy.proc.wait(60) for copy in copies]
+    outputs = [copy.finish(10, expect_code=None) for copy in copies]
+    text = "\n".join(outputs)
+    assert sorted(codes) == [0, 3], text  # exactly one copy crashed, once
+    survivor = outputs[codes.index(0)]
+    assert re.search(r"interrupted .*not retried \(max_attempts=1\)", survivor), text
+    assert "0 customer(s) charged twice for one period" in survivor, text
+    with sqlite3.connect(ledger) as db:
+        rows = db.execute("SELECT customer, slot, COUNT(*) FROM charges "
+                          "GROUP BY customer, slot").fetchall()
+    assert rows and all(count == 1 for _, _, count in rows)
+    crashed_slot = int(re.findall(r"crashing half-way through slot (\d+)", text)[0])
+    # the crashed period was charged for the first customer only, and never again
+    assert [r for r in rows if r[1] == crashed_slot] == [("acme", crashed_slot, 1)]
+
+
+def test_nightly_export_catches_up() -> None:
+    output = run_example("nightly_export.py", "--demo", "--backend", store_url("redis"),
+                         timeout=60)
+    assert re.search(r"export for slot \S+ written \(catch-up, attempt 1\)", output), output
+    assert "reason catch-up, success" in output, output
+
+
+def test_nightly_export_shows_next_runs() -> None:
+    output = run_example("nightly_export.py", "--seconds", "2", "--backend",
+                         store_url("sqlite"), timeout=30)
+    assert "02:00 in Berlin" in output and "stopped" in output, output
+
+
+@pytest.mark.parametrize("store", ["sqlite", "nats"])
+def test_cache_refresh(store: str) -> None:
+    output = run_example("cache_refresh.py", "--seconds", "6", "--backend", store_url(store),
+                         timeout=40)
+    assert re.search(r"cache refreshed for slot \S+ \(\d\.\d\d s after the slot", output), \
+        output
+    assert "'refreshed_for'" in output, output
+
+
+@pytest.mark.parametrize("broker", ["rabbitmq", "nats"])
+def test_broker_notifications(broker: str, tmp_path: Path) -> None:
+    spec = require(broker)
+    env_url = {"rabbitmq": "ANARCHON_RABBITMQ_URL", "nats": "ANARCHON_NATS_URL"}[broker]
+    base = spec.url_for("unused").split("?")[0]  # the server; the example sets its prefix
+    env = example_env(ANARCHON_BROKER=broker, OUTBOX_DB=str(tmp_path / "outbox.db"),
+                      **{env_url: base})
+    copies = [Example("broker_notifications.py", "--seconds", "8", env=env)
+              for _ in range(2)]
+    outputs = [copy.finish(60) for copy in copies]
+    text = "\n".join(outputs)
+    sends = re.findall(r"slot (\S+): sent (\d+) notification", text)
+    assert sends, text
+    assert sum(int(count) for _, count in sends) == 6, text  # 3 queued by each copy, once
+    assert all(n == 1 for n in Counter(slot for slot, _ in sends).values()), text
+
+
+def test_tenants() -> None:
+    output = run_example("tenants.py", "--seconds", "5", "--backend", store_url("postgres"),
+                         timeout=40)
+    assert "registered ['acme-sync', 'acme-digest']" in output, output
+    assert "(09:00 America/New_York)" in output, output
+    assert "acme-sync: syncing acme (plan gold, batch 100, region eu)" in output, output
+    assert "a second object with the same prefix is refused" in output, output
+
+
+def test_http_api_serves_history_from_a_process_without_jobs() -> None:
+    api = Example("http_api.py", "--demo", "--port", "0", "--seconds", "12",
+                  "--backend", store_url("redis"))
+    try:
+        base = api.wait_for(r"serving history on (http://\S+)/jobs", 20)[1]
+        records: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 10
+        while not records and time.monotonic() < deadline:
+            with urllib.request.urlopen(f"{base}/jobs/tick/history?count=5", timeout=5) as r:
+                assert r.headers["Content-Type"] == "application/json"
+                records = json.load(r)
+            time.sleep(0.2)
+        assert records, api.output
+        assert records[0]["name"] == "tick" and records[0]["status"] in ("running", "success")
+        assert records[0]["scheduled_at"].endswith("+00:00")
+        with urllib.request.urlopen(f"{base}/jobs", timeout=5) as r:
+            assert [job["name"] for job in json.load(r)] == ["tick"]
+        output = api.finish(40)
+    finally:
+        api.kill()
+    assert "worker: tick for slot" in output and "stopped" in output
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis", "postgres"])
+def test_failover(store: str) -> None:
+    output = run_example("failover.py", "--backend", store_url(store), "--seconds", "45",
+                         timeout=90)
+    runner = re.search(r"freezing (\w) \(SIGSTOP\)", output)
+    assert runner, output
+    assert re.search(r"attempt 2 started \(takeover\)", output), output
+    assert re.search(rf"\[{runner[1]}\] .*attempt 1 lost: a backup took over", output), output
+    assert "attempt 2 succeeded" in output, output
+
+
+def test_decorators_and_data() -> None:
+    output = run_example("decorators_and_data.py", "--seconds", "6", "--backend",
+                         store_url("sqlite"), timeout=40)
+    assert "jobs on 'default': ['cleanup', 'rotate', 'mailer-flush']" in output, output
+    assert "'level': 'run_now'" in output and "'dry_run': True" in output, output
+    assert re.search(r"rotate +\(scheduled\) .*'token': 'tok-\d+'", output), output
+    assert "from ops@example.com" in output, output
+
+
+# -- the framework examples -----------------------------------------------------------------
+
+def test_dramatiq_app() -> None:
+    pytest.importorskip("dramatiq")
+    url = store_url("redis")
+    broker = url.split("?")[0]
+    env = example_env(ANARCHON_BACKEND=url, DRAMATIQ_BROKER_URL=broker)
+    output = run_example("dramatiq_app.py", "--seconds", "7", env=env, timeout=90)
+    assert re.search(r"refresh_cache for slot \d+", output), output
+    assert "history of refresh_cache" in output, output
+    assert re.search(r"slot \d+ attempt 1 success", output), output
+
+
+def test_celery_app() -> None:
+    pytest.importorskip("celery")
+    source = (EXAMPLES / "celery_app.py").read_text()
+    if "--seconds" not in source:
+        pytest.skip("examples/celery_app.py has no short mode (--seconds) yet")
+    url = store_url("redis")
+    env = example_env(REDIS_URL=url.split("?")[0])
+    output = run_example("celery_app.py", "--seconds", "8", env=env, timeout=120)
+    assert re.search(r"published 1x by beat", output), output
