@@ -8,6 +8,8 @@ ANARCHON = {
     "SCHEDULER": {},            # lease, heartbeat, jitter, max_late, timezone, instance_id ...
     "JOBS": {},                 # {"name": {"callable": "pkg.mod.func", "cron": "0 2 * * *", ...}}
     "AUTODISCOVER": ["jobs"],   # modules imported from every installed app
+    "DRAMATIQ": None,           # schedule anarchon_dramatiq-marked actors (None: when
+                                # django_dramatiq is in INSTALLED_APPS)
 }
 ```
 Every key is optional. ``SCHEDULER["timezone"]`` defaults to ``settings.TIME_ZONE``.
@@ -28,7 +30,7 @@ from django.dispatch import receiver
 from anarchon.backends import Backend
 
 SETTING = "ANARCHON"
-KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER")
+KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER", "DRAMATIQ")
 #: keys of a ``JOBS`` entry besides the job options
 SCHEDULE_KEYS = ("every", "cron", "at")
 #: scheduler arguments that are not options of the core (SPEC §6)
@@ -65,6 +67,9 @@ class AnarchonSettings:
     scheduler: dict[str, Any] = field(default_factory=dict)
     jobs: tuple[JobSetting, ...] = ()
     autodiscover: tuple[str, ...] = ("jobs",)
+    #: schedule Dramatiq actors marked with anarchon_dramatiq (None: if django_dramatiq is
+    #: installed)
+    dramatiq: bool | None = None
 
     def scheduler_arguments(self) -> dict[str, Any]:
         """Keyword arguments for ``anarchon.Scheduler`` (timezone defaulted to TIME_ZONE)."""
@@ -97,7 +102,13 @@ def parse(raw: object) -> AnarchonSettings:
             isinstance(module, str) and module for module in discover):
         raise SettingsError(f"{SETTING}['AUTODISCOVER'] must be a list of module names, got "
                             f"{discover!r}", "anarchon.E002", 'e.g. ["jobs"]; [] disables it')
-    return AnarchonSettings(backend, options, scheduler, jobs, tuple(discover))
+    dramatiq = raw.get("DRAMATIQ")
+    if dramatiq is not None and not isinstance(dramatiq, bool):
+        raise SettingsError(f"{SETTING}['DRAMATIQ'] must be True, False or None, got "
+                            f"{dramatiq!r}", "anarchon.E002",
+                            "None (the default) schedules marked actors when django_dramatiq "
+                            "is installed")
+    return AnarchonSettings(backend, options, scheduler, jobs, tuple(discover), dramatiq)
 
 
 def _dict(raw: Mapping[str, Any], key: str) -> dict[str, Any]:

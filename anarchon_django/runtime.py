@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 from django.db import close_old_connections, connections
 from django.utils.module_loading import import_string
 
@@ -112,7 +113,18 @@ def build_scheduler(jobs: Iterable[str] | None = None, *, instance_id: str | Non
             register = getattr(scheduler, declaration.kind)
             register(declaration.name, declaration.when,
                      with_fresh_connections(declaration.handler), **declaration.options)
+    if _schedules_dramatiq(config) and wanted is None:
+        from anarchon_dramatiq import register_actors
+
+        register_actors(scheduler)  # the winner sends; workers record outcomes
     return scheduler
+
+
+def _schedules_dramatiq(config: AnarchonSettings) -> bool:
+    """``ANARCHON["DRAMATIQ"]``, or by default: is django_dramatiq installed?"""
+    if config.dramatiq is not None:
+        return config.dramatiq
+    return "django_dramatiq" in getattr(django_settings, "INSTALLED_APPS", ())
 
 
 _lock = threading.Lock()
