@@ -284,32 +284,42 @@ class AsyncScheduler(JobRegistry):
 
     async def _execute(self, job: Job, slot: int, attempt: int, reason: RunReason,
                        claimed_at: float) -> None:
-        run = HeldRun(job.name, slot, attempt)
-        signal = AbortSignal()
+        held = Held(HeldRun(job.name, slot, attempt), AbortSignal(), claimed_at)
         if self._keeper is not None:
-            self._keeper.hold(Held(run, signal, claimed_at))
-        task = self._spawn(self._perform(job, run, signal, reason), self._runs)
+            self._keeper.hold(held)
+        task = self._spawn(self._perform(job, held, reason), self._runs)
         await asyncio.wait({task})
 
-    async def _perform(self, job: Job, run: HeldRun, signal: AbortSignal,
-                       reason: RunReason) -> None:
+    async def _perform(self, job: Job, held: Held, reason: RunReason) -> None:
+        run, signal = held.run, held.signal
         try:
             if self._stopping:  # won while stopping: hand it straight over
                 signal.abort("stop")
+                self._drop(run)
                 await self._hand_over(job, run)
                 return
             outcome, ctx = await self._invoke(job, run.slot, run.attempt, reason, signal, None)
+            if self._closed or signal.reason == "lost":
+                return
+            if ctx is not None and ctx.detached_lease is not None and outcome.error is None:
+                self._drop(run)  # the detach write sets the lease from now on
+                await self._detach(job, run, ctx.detached_lease)
+                return
+            if signal.reason == "stop" and outcome.raised_on_abort and self._keeper:
+                self._drop(run)  # a renewal after the release would delay the backup
+                await self._hand_over(job, run)
+                return
+            held.finishing = True  # keep renewing until the outcome is recorded
+            await self._finish(job, run, signal, reason, outcome)
         finally:
-            if self._keeper is not None:
-                self._keeper.drop(run.key)
-        if self._closed or signal.reason == "lost":
-            return
-        if ctx is not None and ctx.detached_lease is not None and outcome.error is None:
-            await self._detach(job, run, ctx.detached_lease)
-            return
-        if signal.reason == "stop" and outcome.raised_on_abort and self._keeper is not None:
-            await self._hand_over(job, run)
-            return
+            self._drop(run)
+
+    def _drop(self, run: HeldRun) -> None:
+        if self._keeper is not None:
+            self._keeper.drop(run.key)
+
+    async def _finish(self, job: Job, run: HeldRun, signal: AbortSignal, reason: RunReason,
+                      outcome: Outcome) -> None:
         if signal.reason == "timeout":
             self._emit("interrupted", job.name, run.slot, run.attempt, "timeout")
         status: Literal["success", "failure"] = "failure" if outcome.error else "success"

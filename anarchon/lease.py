@@ -24,6 +24,9 @@ class Held:
     signal: AbortSignal
     #: monotonic time at which the last successful renewal (or the claim) was sent
     renewed_at: float = field(default_factory=time.monotonic)
+    #: the handler returned and its outcome is being written: a "lost" answer is only
+    #: that write winning the race with a renewal
+    finishing: bool = False
 
 
 class LeaseKeeper:
@@ -94,7 +97,8 @@ class LeaseKeeper:
             self._on_error(exc)
             now = time.monotonic()
             for entry in held:
-                if now >= entry.renewed_at + self.lease and entry.run.key in self.held:
+                if (now >= entry.renewed_at + self.lease and entry.run.key in self.held
+                        and not entry.finishing):
                     self.drop(entry.run.key)
                     self._on_lost(entry)
             return
@@ -104,7 +108,8 @@ class LeaseKeeper:
                 continue
             if key in result.lost:
                 self.drop(key)
-                self._on_lost(entry)
+                if not entry.finishing:
+                    self._on_lost(entry)
             else:
                 entry.renewed_at = sent_at
         seen = {RunKey(s.name, s.slot): s for s in result.watched}

@@ -8,7 +8,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from anarchon import RunContext
+from anarchon import Aborted, RunContext
+
+from .fence import ensure_lease
 
 logger = logging.getLogger("anarchon.celery")
 
@@ -33,16 +35,24 @@ class Publisher:
     With outcome tracking the run is detached (``ctx.detach(queue_lease)``): the worker
     finishes it. A failed publish is retried with backoff while the slot is within
     ``max_late``; then the run is recorded as a failure (never silently lost).
+
+    Right before each send the lease is checked (``engine``: the core
+    :class:`anarchon.AsyncScheduler`): a beat that was paused past its lease publishes
+    nothing, since a backup may already have published the next attempt.
     """
 
     def __init__(self, app: Any, entry: Any, publish_options: Mapping[str, Any], *,
-                 track: bool, queue_lease: float, max_late: float) -> None:
+                 track: bool, queue_lease: float, max_late: float, engine: Any = None,
+                 lease: float = 30.0, heartbeat: float = 5.0) -> None:
         self.app = app
         self.entry = entry
         self.publish_options = dict(publish_options)
         self.track = track
         self.queue_lease = queue_lease
         self.max_late = max_late
+        self.engine = engine
+        self.lease = lease
+        self.heartbeat = heartbeat
 
     def headers(self, ctx: RunContext) -> dict[str, Any]:
         """The ``anarchon_*`` headers of this attempt (detaching it when tracking)."""
@@ -59,6 +69,11 @@ class Publisher:
             try:
                 self.publish(ctx, anarchon_headers)
                 return
+            except Aborted:
+                logger.warning("beat entry %r slot %s attempt %d: not published, this beat "
+                               "no longer holds the slot (%s)", ctx.name, ctx.slot,
+                               ctx.attempt, ctx.signal.reason or "lease not confirmed")
+                raise
             except Exception as exc:
                 if time.time() + delay > deadline:
                     logger.error("beat entry %r slot %s: publish failed, slot is now past "
@@ -67,7 +82,7 @@ class Publisher:
                 logger.warning("beat entry %r slot %s: publish failed (%s); retrying in "
                                "%.1fs", ctx.name, ctx.slot, exc, delay)
                 if ctx.signal.wait(delay):
-                    raise
+                    ctx.signal.raise_if_aborted()
                 delay = min(delay * 2, _MAX_RETRY)
 
     def publish(self, ctx: RunContext, anarchon_headers: Mapping[str, Any]) -> Any:
@@ -80,6 +95,9 @@ class Publisher:
         args = [_evaluate(v) for v in (entry.args or ())]
         kwargs = {k: _evaluate(v) for k, v in (entry.kwargs or {}).items()}
         task = self.app.tasks.get(entry.task)
+        if self.engine is not None:  # the last moment before sending: still ours?
+            ensure_lease(self.engine, ctx, margin=min(self.heartbeat, self.lease / 4),
+                         wait=2 * self.lease)
         logger.info("beat entry %r slot %s attempt %d: sending %s", ctx.name, ctx.slot,
                     ctx.attempt, entry.task)
         if task is not None:

@@ -79,6 +79,7 @@ class Scheduler(beat.Scheduler):
         settings = self.settings
         options = dict(settings.scheduler_options)
         core = CoreScheduler(settings.build_backend(), **options)
+        core.on("skip", _log_skip)
         default_max_late = parse_duration(options.get("max_late", 60), option="max_late")
         for plan in self.plans():
             track = bool(plan.extra.get("track_outcomes", settings.track_outcomes))
@@ -86,7 +87,9 @@ class Scheduler(beat.Scheduler):
             max_late = parse_duration(plan.options.get("max_late", default_max_late),
                                       option=f"beat entry {plan.name!r}: max_late")
             publisher = Publisher(self.app, self.schedule[plan.name], plan.publish_options,
-                                  track=track, queue_lease=queue_lease, max_late=max_late)
+                                  track=track, queue_lease=queue_lease, max_late=max_late,
+                                  engine=core.core, lease=core.core.options.lease,
+                                  heartbeat=core.core.options.heartbeat)
             if plan.schedule is not None:
                 core.schedule(plan.name, plan.schedule, publisher, **plan.options)
             else:
@@ -138,6 +141,16 @@ class Scheduler(beat.Scheduler):
         except Exception as exc:
             where = f"not configured: {exc}"
         return f"    . anarchon -> {where}"
+
+
+def _log_skip(event: Any) -> None:
+    """Make skipped slots visible in the beat log (``taken`` is the normal case)."""
+    if event.reason == "taken":
+        return
+    why = {"overlap": "the previous slot's run (or publish retry) still holds its lease",
+           "late": "claimed later than max_late"}.get(event.reason, event.reason)
+    logger.warning("beat entry %r slot %s skipped (%s): %s", event.name, event.slot,
+                   event.reason, why)
 
 
 __all__ = ["Scheduler"]

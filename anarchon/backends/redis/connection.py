@@ -26,6 +26,8 @@ from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord
 
 Kind = Literal["redis", "valkey"]
+#: connections in a pool anarchon opens; more concurrent calls wait for one
+MAX_CONNECTIONS = 50
 
 _BAD_PREFIX = re.compile(r"[{}*?\[\]\\\s\x00]")
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
@@ -189,7 +191,11 @@ class RedisStore:
         try:
             if isinstance(source, str):
                 url = _normalise_url(source)
-                client = driver.Redis.from_url(url)
+                # A burst of due jobs must queue for a connection, not fail: the default
+                # pool raises once it holds 100 connections.
+                pool = driver.BlockingConnectionPool.from_url(
+                    url, max_connections=MAX_CONNECTIONS, timeout=None)
+                client = driver.Redis.from_pool(pool)
                 cluster = self._cluster_option
                 if cluster is None:
                     info = await client.execute_command("INFO", "cluster")
@@ -209,7 +215,9 @@ class RedisStore:
                 await client.initialize()
                 self.cluster = True
                 return client
-            return driver.Redis(**source)
+            pool = driver.BlockingConnectionPool(
+                max_connections=MAX_CONNECTIONS, timeout=None, **source)
+            return driver.Redis.from_pool(pool)
         except (TypeError, ValueError):
             raise
         except Exception as exc:

@@ -3,7 +3,11 @@
 Configured by the JSON in ``ANARCHON_CELERY_TEST``: ``broker``, ``queue``, ``backend``
 (anarchon URL), ``scheduler`` (anarchon scheduler options), ``entries`` (name ->
 ``{"task", "every" | "crontab", "args", "kwargs", "options"}``), ``track`` (bool),
-``log`` (JSONL file every publish and task run is appended to), ``publish_delay``.
+``store_pool`` (size of a blocking Redis pool: the backend is then built on the app's own
+client), ``log`` (JSONL file every publish and task run is appended to), ``publish_delay``,
+``many`` (``{"count", "every", "task", "options"}``: that many generated interval entries
+``m0000`` …), ``pre_publish_pause`` (seconds: every entry's kwargs get a ``BeatLazyFunc``
+that logs ``evaluating`` and sleeps, i.e. a pause after the claim and before the publish).
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import threading
 import time
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from celery import Celery, signals
+from celery.beat import BeatLazyFunc
 from celery.schedules import crontab
 
 from anarchon_celery import token_from_request, track_outcomes
@@ -33,8 +39,26 @@ app.conf.update(
     worker_prefetch_multiplier=1,
     beat_max_loop_interval=5,
 )
+def _store_client_backend(url: str, size: int) -> Any:
+    """A Redis backend on the application's own client with a blocking pool of ``size``
+    connections (bursts of claims wait for a connection instead of failing)."""
+    import redis.asyncio
+
+    from anarchon.backends.redis import RedisBackend
+
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    prefix = query.pop("prefix", "cron:")
+    base = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+    pool = redis.asyncio.BlockingConnectionPool.from_url(base, max_connections=size,
+                                                         timeout=None)
+    return RedisBackend(redis=redis.asyncio.Redis(connection_pool=pool), prefix=prefix)
+
+
 if CONFIG.get("backend"):
-    app.conf.anarchon_backend = CONFIG["backend"]
+    app.conf.anarchon_backend = (
+        _store_client_backend(CONFIG["backend"], int(CONFIG["store_pool"]))
+        if CONFIG.get("store_pool") else CONFIG["backend"])
 app.conf.anarchon_scheduler = CONFIG.get("scheduler", {})
 if CONFIG.get("queue_lease"):
     app.conf.anarchon_queue_lease = CONFIG["queue_lease"]
@@ -46,11 +70,33 @@ def _schedule(spec: dict[str, Any]) -> Any:
     return timedelta(seconds=spec["every"])
 
 
-app.conf.beat_schedule = {
-    name: {"task": spec["task"], "schedule": _schedule(spec), "args": spec.get("args", []),
-           "kwargs": spec.get("kwargs", {}), "options": spec.get("options", {})}
-    for name, spec in CONFIG.get("entries", {}).items()
-}
+def _pause(seconds: float) -> float:
+    """Runs in the beat between winning a slot and publishing it (a ``BeatLazyFunc``)."""
+    log(kind="evaluating")
+    time.sleep(seconds)
+    return 0.0
+
+
+def _entries() -> dict[str, dict[str, Any]]:
+    specs = dict(CONFIG.get("entries", {}))
+    many = CONFIG.get("many")
+    if many:
+        for i in range(int(many["count"])):
+            specs[f"m{i:04d}"] = {"task": many.get("task", "t.noop"), "every": many["every"],
+                                  "options": many.get("options", {})}
+    pause = CONFIG.get("pre_publish_pause")
+    entries = {}
+    for name, spec in specs.items():
+        kwargs = dict(spec.get("kwargs", {}))
+        if pause:
+            kwargs["seconds"] = BeatLazyFunc(_pause, float(pause))
+        entries[name] = {"task": spec["task"], "schedule": _schedule(spec),
+                         "args": spec.get("args", []), "kwargs": kwargs,
+                         "options": spec.get("options", {})}
+    return entries
+
+
+app.conf.beat_schedule = _entries()
 if CONFIG.get("track"):
     track_outcomes(app)
 

@@ -51,11 +51,12 @@ class CeleryCluster:
         return self._spawn(name, args, config)
 
     def worker(self, name: str, queue: str, pool: str = "solo", concurrency: int = 1,
-               **config: Any) -> subprocess.Popen[bytes]:
-        """Start ``celery worker`` on ``queue``."""
+               extra: list[str] | None = None, **config: Any) -> subprocess.Popen[bytes]:
+        """Start ``celery worker`` on ``queue`` (``extra``: more arguments, e.g. ``-B``)."""
         return self._spawn(name, ["worker", "-P", pool, "-c", str(concurrency), "-Q", queue,
                                   "-n", f"{name}-{os.getpid()}@%h", "-l", "INFO",
-                                  "--without-gossip", "--without-mingle"], config)
+                                  "--without-gossip", "--without-mingle", *(extra or [])],
+                           config)
 
     def output(self, name: str) -> str:
         return (self.tmp / f"{name}.out").read_text(errors="replace")
@@ -64,7 +65,9 @@ class CeleryCluster:
         if not self.log.exists():
             return []
         with self.log.open() as handle:
-            lines = [json.loads(line) for line in handle if line.strip()]
+            # a line still being appended by another process has no newline yet
+            lines = [json.loads(line) for line in handle
+                     if line.endswith("\n") and line.strip()]
         return [r for r in lines if (kind is None or r["kind"] == kind)
                 and all(r.get(k) == v for k, v in match.items())]
 

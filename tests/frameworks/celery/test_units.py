@@ -208,3 +208,47 @@ def test_per_entry_anarchon_options() -> None:
     assert plan.extra == {"queue_lease": 120.0}
     assert dict(plan.publish_options) == {"queue": "q"}
     assert beat.anarchon.job_names
+
+
+# -- the lease fence before a publish ---------------------------------------------------------
+
+def _fenced_ctx(attempt: int = 1) -> Any:
+    from anarchon import AbortSignal, RunContext
+
+    return RunContext("tick", 1_000, ms_to_datetime(1_000), "me", False, attempt,
+                      "scheduled", AbortSignal(), None)
+
+
+def _engine(renewed_ago: float, attempt: int = 1, lease: float = 2.0) -> Any:
+    import time as _time
+    from types import SimpleNamespace
+
+    from anarchon.backends.base import HeldRun
+
+    held = SimpleNamespace(run=HeldRun("tick", 1_000, attempt),
+                           renewed_at=_time.monotonic() - renewed_ago)
+    keeper = SimpleNamespace(lease=lease, held={held.run.key: held})
+    return SimpleNamespace(_keeper=keeper)
+
+
+def test_fence_measures_the_lease_left_on_the_monotonic_clock() -> None:
+    from anarchon_celery.fence import lease_remaining
+
+    ctx = _fenced_ctx()
+    assert 1.4 < (lease_remaining(_engine(0.5), ctx) or 0) <= 1.5
+    assert (lease_remaining(_engine(5.0), ctx) or 0) < 0  # paused past the lease
+    assert lease_remaining(_engine(0.1, attempt=2), ctx) == 0.0  # another attempt
+    assert lease_remaining(object(), ctx) is None  # no keeper: claim-only, no fence
+
+
+def test_fence_refuses_a_stale_lease_and_an_aborted_run() -> None:
+    from anarchon import Aborted
+    from anarchon_celery.fence import ensure_lease
+
+    ctx = _fenced_ctx()
+    ensure_lease(_engine(0.1), ctx, margin=0.3, wait=1.0)  # fresh: returns at once
+    with pytest.raises(Aborted):  # stale and never renewed: not confirmed
+        ensure_lease(_engine(5.0), ctx, margin=0.3, wait=0.1)
+    ctx.signal.abort("lost")
+    with pytest.raises(Aborted):
+        ensure_lease(_engine(0.1), ctx, margin=0.3, wait=1.0)
