@@ -2,6 +2,7 @@
 
     anarchon jobs --backend sqlite:///jobs.db
     anarchon history JOB --backend redis://localhost:6379 [--count 20] [--json]
+    anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 
 from .backends import from_url
 from .engine import AsyncScheduler
+from .scenarios.cli import add_parser as add_scenarios_parser
+from .scenarios.cli import run as run_scenarios
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         if name == "history":
             sub.add_argument("job")
             sub.add_argument("--count", type=int, default=20)
+    add_scenarios_parser(commands)
     return parser
 
 
@@ -57,6 +61,8 @@ async def _run(args: argparse.Namespace) -> list[Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``anarchon`` console script."""
     args = _parser().parse_args(argv)
+    if args.command == "scenarios":
+        return run_scenarios(args)
     if not args.backend:
         print("anarchon: give --backend URL or set ANARCHON_BACKEND", file=sys.stderr)
         return 2

