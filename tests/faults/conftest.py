@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from anarchon.scenarios.harness import Cluster
+from tests.conftest import STORES
 from tests.stores import StoreSpec, in_ci
 
 LEASE, HEARTBEAT, JITTER = 2.0, 0.3, 0.1
@@ -31,11 +32,11 @@ def full_run() -> bool:
     return os.environ.get("ANARCHON_FAULTS_FULL", "") not in ("", "0")
 
 
-def require_subset(spec: StoreSpec) -> None:
-    """Skip a long fault test outside :data:`CI_SUBSET` unless the full run is asked."""
-    if spec.id not in CI_SUBSET and not full_run():
-        pytest.skip(f"long fault tests run on {', '.join(CI_SUBSET)} by default; set "
-                    f"ANARCHON_FAULTS_FULL=1 to run them on {spec.id}")
+def long_stores(*excluded: str) -> list[StoreSpec]:
+    """Lease stores a long fault test runs on: :data:`CI_SUBSET`, or all of them with
+    ``ANARCHON_FAULTS_FULL=1`` (never skipped: CI fails on skips)."""
+    return [s for s in STORES if s.lease and s.id not in excluded
+            and (full_run() or s.id in CI_SUBSET)]
 
 
 def missing(what: str) -> None:

@@ -23,8 +23,9 @@ from collections import defaultdict
 import pytest
 
 from anarchon.scenarios.harness import Records
+from tests.conftest import _require
 from tests.faults.checks import concurrent_same_slot, history
-from tests.faults.conftest import LEASE, MakeCluster, require_subset
+from tests.faults.conftest import LEASE, MakeCluster, long_stores
 from tests.stores import StoreSpec
 
 pytestmark = pytest.mark.slow
@@ -46,9 +47,17 @@ def _up_intervals(records: Records, now: float) -> list[tuple[float, float]]:
     return [(t, down.get(pid, now)) for pid, t in ready.items()]
 
 
+
+@pytest.fixture(params=long_stores(), ids=lambda s: s.id)
+def lease_store(request: pytest.FixtureRequest) -> StoreSpec:
+    """The long fault test's stores (see :func:`tests.faults.conftest.long_stores`)."""
+    spec: StoreSpec = request.param
+    _require(spec)
+    return spec
+
+
 def test_restart_storm(lease_store: StoreSpec, store_url: str,
                        make_cluster: MakeCluster) -> None:
-    require_subset(lease_store)
     seed = int(os.environ.get("ANARCHON_STORM_SEED") or time.time())
     rng = random.Random(seed)
     cluster = make_cluster(store_url, [dict(

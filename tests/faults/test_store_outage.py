@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from anarchon.scenarios.harness import first
+from tests.conftest import _require
 from tests.faults.checks import begins, concurrent_same_slot, events, history
-from tests.faults.conftest import HEARTBEAT, LEASE, MakeCluster, missing, require_subset
+from tests.faults.conftest import HEARTBEAT, LEASE, MakeCluster, long_stores, missing
 from tests.faults.servers import Outage, RedisLike, SqliteLock, ThrowawayPostgres, valkey_binary
 from tests.stores import StoreSpec
 from tests.stores.redis import url_with_prefix
@@ -32,10 +33,18 @@ OUTAGE = LEASE + 1.0   # longer than a heartbeat and than the lease
 MAX_LATE = 1.0
 
 
+
+@pytest.fixture(params=long_stores("redis-cluster"), ids=lambda s: s.id)
+def lease_store(request: pytest.FixtureRequest) -> StoreSpec:
+    """The long fault test's stores (see :func:`tests.faults.conftest.long_stores`)."""
+    spec: StoreSpec = request.param
+    _require(spec)
+    return spec
+
+
 @pytest.fixture
 def outage(lease_store: StoreSpec, store_url: str, namespace: str,
            tmp_path: Path) -> Iterator[Outage]:
-    require_subset(lease_store)
     server: Outage
     if lease_store.id == "sqlite":
         server = SqliteLock(store_url + "&busy_timeout=0.5s")
@@ -57,9 +66,8 @@ def outage(lease_store: StoreSpec, store_url: str, namespace: str,
             missing("initdb and pg_ctl")
         pg.url += f"?table=t_{namespace}"
         server = pg
-    else:
-        pytest.skip(f"no outage rig for {lease_store.id}: a cluster node going away is a "
-                    "failover, covered by the Redis Cluster suite's own tests")
+    else:  # the Redis Cluster is excluded above: a node going away is a failover
+        raise AssertionError(f"no outage rig for {lease_store.id}")
     yield server
     server.close()
 
