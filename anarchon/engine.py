@@ -78,7 +78,7 @@ class AsyncScheduler(JobRegistry):
         self._runs: set[asyncio.Task[Any]] = set()
         self._active: dict[RunKey, Held] = {}  # every run executing here, leased or not
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._async_recent: set[str] = set()  # async jobs started since the last lag check
+        self._async_started: dict[str, float] = {}  # async job -> when it last started
         self._opened = False
         self._open_lock = asyncio.Lock()
         self._started = False
@@ -393,7 +393,7 @@ class AsyncScheduler(JobRegistry):
         ctx = RunContext(job.name, slot, ms_to_datetime(slot), self.instance_id, manual,
                          attempt, reason, signal, run_data)
         if job.is_async:
-            self._async_recent.add(job.name)
+            self._async_started[job.name] = time.monotonic()
         return await run_handler(job, ctx), ctx
 
     def _lost(self, held: Held) -> None:
@@ -411,7 +411,11 @@ class AsyncScheduler(JobRegistry):
             before = time.monotonic()
             await asyncio.sleep(step)
             lag = time.monotonic() - before - step
-            recent, self._async_recent = self._async_recent, set()
+            now = time.monotonic()
+            # async jobs started during (or just before) this step may be the blockers
+            recent = {name for name, at in self._async_started.items() if at >= before - step}
+            self._async_started = {n: at for n, at in self._async_started.items()
+                                   if at >= now - 60}
             if lag > self.options.heartbeat:
                 held = self._keeper.held if self._keeper else {}
                 busy = sorted(recent | {k.name for k in held if k.name in self._jobs

@@ -1,0 +1,255 @@
+"""Run the benchmarks: ``python -m benchmarks [--smoke] [--only ...] [--json out.json]``.
+
+Sections: ``claims`` (claim latency vs. the store floor), ``heartbeat`` (round trips per
+heartbeat with 1/100/1,000 runs in flight), ``scale`` (many jobs on three instances),
+``idle`` (registered jobs with nothing due), ``handover`` (graceful stop and SIGKILL →
+backup start). Servers come from the project's rig (``scripts/servers.py``); a store
+whose server cannot be had is reported as unavailable. Prints tables, writes JSON and
+exits 1 if any measurement failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from . import claims, handover, heartbeat, scale, servers
+from .report import Column, machine, table
+
+SECTIONS = ("claims", "heartbeat", "scale", "idle", "handover")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of each measurement to do."""
+
+    claim_rounds: int
+    claim_instances: tuple[int, ...]
+    heartbeat_runs: tuple[int, ...]
+    heartbeat_window: float
+    heartbeat_stores: tuple[str, ...]
+    scale: tuple[tuple[int, float, float], ...]  # (jobs, interval s, seconds)
+    scale_stores: tuple[str, ...]
+    idle_jobs: int
+    idle_seconds: float
+    handover: tuple[tuple[float, float, dict[str, int]], ...]  # (lease, heartbeat, trials)
+    handover_stores: tuple[str, ...]
+    default_lease_stores: tuple[str, ...]
+
+
+SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
+             heartbeat_window=1.0, heartbeat_stores=("redis",), scale=((50, 1.0, 5.0),),
+             scale_stores=("redis",), idle_jobs=1000, idle_seconds=3.0,
+             handover=((2.0, 0.25, {"graceful": 2, "kill": 2}),), handover_stores=("redis",),
+             default_lease_stores=())
+FULL = Plan(claim_rounds=300, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
+            heartbeat_window=5.0, heartbeat_stores=servers.LEASE_STORES,
+            scale=((200, 1.0, 30.0), (1000, 1.0, 60.0)), scale_stores=("redis",),
+            idle_jobs=1000,
+            idle_seconds=60.0,
+            handover=((2.0, 0.25, {"graceful": 20, "kill": 20}),
+                      (30.0, 5.0, {"graceful": 10, "kill": 2})),
+            handover_stores=("sqlite", "redis", "postgres"), default_lease_stores=("redis",))
+
+
+def _g(*path: str) -> Callable[[dict[str, Any]], Any]:
+    def get(row: dict[str, Any]) -> Any:
+        value: Any = row
+        for key in path:
+            value = value[key]
+        return value
+
+    return get
+
+
+COLUMNS: dict[str, list[Column]] = {
+    "claims": [("backend", _g("backend")), ("inst", _g("instances")),
+               ("claim p50 ms", _g("claim_median_ms")), ("claim p99 ms", _g("claim_p99_ms")),
+               ("floor", _g("floor")), ("floor p50 ms", _g("floor_median_ms")),
+               ("floor p99 ms", _g("floor_p99_ms")), ("claim/floor", _g("ratio"))],
+    "heartbeat": [("backend", _g("backend")), ("runs", _g("runs_in_flight")),
+                  ("hb s", _g("heartbeat")), ("hb calls/s", _g("heartbeat_calls_per_s")),
+                  ("store calls/s", _g("store_calls_per_s")),
+                  ("round trips/s", _g("round_trips_per_s")),
+                  ("trips/heartbeat", _g("round_trips_per_heartbeat"))],
+    "scale": [("backend", _g("backend")), ("jobs", _g("jobs")), ("every s", _g("interval_s")),
+              ("secs", _g("seconds")), ("started", _g("started")),
+              ("expected", _g("expected")), ("dups", _g("duplicates")),
+              ("delay p50 ms", _g("delay_after_slot_jitter", "p50_ms")),
+              ("delay p99 ms", _g("delay_after_slot_jitter", "p99_ms")),
+              ("CPU % max", _g("cpu_pct_max")), ("RSS MiB max", _g("peak_rss_mib_max")),
+              ("calls/s/inst", lambda r: max(i["store_calls_per_s"]
+                                             for i in r["per_instance"])),
+              ("store errors", lambda r: sum(i["errors"] for i in r["per_instance"]))],
+    "idle": [("backend", _g("backend")), ("jobs", _g("jobs")), ("secs", _g("seconds")),
+             ("CPU %", _g("cpu_pct_max")), ("RSS MiB", _g("peak_rss_mib_max")),
+             ("store calls", _g("store_calls")), ("calls/s", _g("store_calls_per_s")),
+             ("which", lambda r: ", ".join(f"{k} {v}" for k, v in r["calls"].items())),
+             ("server cmds (shared)", _g("server_commands_in_window"))],
+    "handover": [("backend", _g("backend")), ("kind", _g("kind")), ("lease s", _g("lease")),
+                 ("hb s", _g("heartbeat")), ("trials", _g("trials")),
+                 ("p50 ms", _g("p50_ms")), ("p99 ms", _g("p99_ms")),
+                 ("max ms", _g("max_ms")), ("bound ms", _g("bound_ms"))],
+}
+TITLES = {
+    "claims": "1. claim latency vs. store floor (N instances claim the same slot at once)",
+    "heartbeat": "2. heartbeat cost, one instance (trips/heartbeat: Redis/Valkey client count)",
+    "scale": "3. scale: jobs every interval on 3 instance processes "
+             "(delay = handler start - (slot + winner's jitter))",
+    "idle": "4. idle cost: registered jobs, nothing due (cron once a year), default heartbeat",
+    "handover": "5. hand-over (SIGTERM) and takeover (SIGKILL): signal -> backup's start",
+}
+
+
+class Runner:
+    """Runs the sections of one plan and collects rows (errors become rows too)."""
+
+    def __init__(self, plan: Plan, urls: dict[str, str], stores: tuple[str, ...],
+                 workdir: Path) -> None:
+        self.plan = plan
+        self.urls = urls
+        self.stores = stores
+        self.workdir = workdir
+        self.failed = False
+
+    def available(self, wanted: tuple[str, ...]) -> list[str]:
+        return [s for s in wanted if s in self.stores and (s == "sqlite" or s in self.urls)]
+
+    def unavailable(self, wanted: tuple[str, ...]) -> list[dict[str, Any]]:
+        return [{"backend": s, "error": "skipped: server unavailable"} for s in wanted
+                if s in self.stores and s != "sqlite" and s not in self.urls]
+
+    def attempt(self, store: str, fn: Callable[[], Any]) -> list[dict[str, Any]]:
+        started = time.monotonic()
+        print(f"[benchmarks]   {store} ...", file=sys.stderr, flush=True)
+        try:
+            result = fn()
+        except Exception as exc:
+            self.failed = True
+            traceback.print_exc()
+            return [{"backend": store, "error": f"{type(exc).__name__}: {exc}"[:500]}]
+        rows = result if isinstance(result, list) else [result]
+        for row in rows:
+            row.setdefault("elapsed_s", round(time.monotonic() - started, 1))
+        return rows
+
+    def claims(self) -> list[dict[str, Any]]:
+        rows = self.unavailable(servers.STORES)
+        for store in self.available(servers.STORES):
+            namespace = f"cl{int(time.time() * 1000) % 10**8}"
+            url = servers.backend_url(store, self.urls.get(store), namespace, self.workdir)
+            for n in self.plan.claim_instances:
+                rows += self.attempt(store, partial(claims.measure, url, n,
+                                                    self.plan.claim_rounds))
+            asyncio.run(_cleanup(store, self.urls.get(store), namespace, ["bench"]))
+        return rows
+
+    def heartbeat(self) -> list[dict[str, Any]]:
+        wanted = self.plan.heartbeat_stores
+        rows = self.unavailable(wanted)
+        for store in self.available(wanted):
+            for runs in self.plan.heartbeat_runs:
+                rows += self.attempt(store, partial(
+                    _run_async, heartbeat.measure, store, self.urls.get(store), self.workdir,
+                    runs, self.plan.heartbeat_window))
+        return rows
+
+    def scale(self) -> list[dict[str, Any]]:
+        wanted = self.plan.scale_stores
+        rows = self.unavailable(wanted)
+        for store in self.available(wanted):
+            for jobs, interval, seconds in self.plan.scale:
+                rows += self.attempt(store, partial(scale.scale, store, self.urls.get(store),
+                                                    self.workdir, jobs, seconds, interval))
+        return rows
+
+    def idle(self) -> list[dict[str, Any]]:
+        wanted = self.plan.scale_stores
+        rows = self.unavailable(wanted)
+        for store in self.available(wanted):
+            rows += self.attempt(store, partial(scale.idle, store, self.urls.get(store),
+                                                self.workdir, self.plan.idle_jobs,
+                                                self.plan.idle_seconds))
+        return rows
+
+    def handover(self) -> list[dict[str, Any]]:
+        wanted = self.plan.handover_stores
+        rows = self.unavailable(wanted)
+        for lease, beat, trials in self.plan.handover:
+            short = lease == self.plan.handover[0][0]
+            for store in self.available(wanted if short else self.plan.default_lease_stores):
+                rows += self.attempt(store, partial(handover.measure, store,
+                                                    self.urls.get(store), self.workdir, lease,
+                                                    beat, trials))
+        return rows
+
+
+def _run_async(fn: Callable[..., Any], *args: Any) -> Any:
+    return asyncio.run(fn(*args))
+
+
+async def _cleanup(store: str, base: str | None, namespace: str, jobs: list[str]) -> None:
+    from .cleanup import cleanup
+
+    await cleanup(store, base, namespace, jobs)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="a short run (under a minute) that proves the harness works")
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help=f"comma-separated sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--backends", default=",".join(servers.STORES),
+                        help=f"comma-separated stores: {', '.join(servers.STORES)}")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    args = parser.parse_args(argv)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    stores = tuple(s.strip() for s in args.backends.split(",") if s.strip())
+    unknown = [s for s in only if s not in SECTIONS] + [s for s in stores
+                                                         if s not in servers.STORES]
+    if unknown:
+        parser.error(f"unknown section(s)/backend(s): {', '.join(unknown)}")
+    plan = SMOKE if args.smoke else FULL
+    began = time.monotonic()
+    wanted_servers = tuple(s for s in servers.SERVERS if s in stores)
+    urls = servers.find(wanted_servers)
+    before = machine()
+    results: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="anarchon-bench-") as tmp:
+        runner = Runner(plan, urls, stores, Path(tmp))
+        for section in only:
+            print(f"[benchmarks] {section}", file=sys.stderr, flush=True)
+            results[section] = getattr(runner, section)()
+    after = machine()
+    print()
+    for section in only:
+        print(table(TITLES[section], results[section], COLUMNS[section]))
+        print()
+    duration = round(time.monotonic() - began, 1)
+    print(f"mode {'smoke' if args.smoke else 'full'}; {duration}s; {before['cpus']} CPU "
+          f"({before['cpu']}); load average before {before['load_average']}, after "
+          f"{after['load_average']}")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "mode": "smoke" if args.smoke else "full", "duration_s": duration,
+            "machine": before, "load_average_after": after["load_average"],
+            "servers": {k: v.split("@")[-1] for k, v in urls.items()},
+            "results": results}, indent=2) + "\n")
+        print(f"JSON written to {args.json}")
+    return 1 if runner.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Find the servers the project's rig started, starting them through it when needed.
+
+URLs come from the ``ANARCHON_*_URL`` environment variables; if one is missing, the
+rig's env file (``.servers.env``) is read; if a server is still missing,
+``scripts/servers.py start --only <those>`` is run (it reuses servers that answer and
+starts the rest), and its env file is read again. Benchmarks never start servers by
+themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_FILE = Path(os.environ.get("ANARCHON_SERVERS_ENV") or ROOT / ".servers.env")
+SERVERS = ("redis", "valkey", "postgres", "rabbitmq", "nats")
+ENV_NAMES = {name: f"ANARCHON_{name.upper()}_URL" for name in SERVERS}
+#: every backend the benchmarks know, in table order (sqlite needs no server)
+STORES = ("sqlite", "redis", "valkey", "postgres", "rabbitmq", "nats")
+LEASE_STORES = ("sqlite", "redis", "valkey", "postgres")
+
+
+def _read_env_file(path: Path) -> dict[str, str]:
+    found: dict[str, str] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            match = re.match(r"\s*(?:export\s+)?(ANARCHON_\w+_URL)=(.*)", line)
+            if match:
+                found[match.group(1)] = match.group(2).strip().strip("'\"")
+    return found
+
+
+def _answers(url: str) -> bool:
+    parts = urlsplit(url.split(",")[0])
+    default = {"redis": 6379, "postgresql": 5432, "amqp": 5672, "nats": 4222}
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1",
+                                       parts.port or default.get(parts.scheme, 0)), 2.0):
+            return True
+    except OSError:
+        return False
+
+
+def find(wanted: tuple[str, ...] = SERVERS, start: bool = True) -> dict[str, str]:
+    """URL of every wanted server that answers (name -> URL); starts missing ones through
+    ``scripts/servers.py`` when ``start``. A server that cannot be had is left out."""
+    urls: dict[str, str] = {}
+    from_file = _read_env_file(ENV_FILE)
+    for name in wanted:
+        url = os.environ.get(ENV_NAMES[name]) or from_file.get(ENV_NAMES[name])
+        if url and _answers(url):
+            urls[name] = url
+    missing = [name for name in wanted if name not in urls]
+    if missing and start:
+        print(f"[benchmarks] starting {', '.join(missing)} through scripts/servers.py",
+              file=sys.stderr, flush=True)
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "servers.py"), "start",
+                        "--only", ",".join(missing), "--env-file", str(ENV_FILE)],
+                       cwd=ROOT, check=False, stdout=sys.stderr)
+        from_file = _read_env_file(ENV_FILE)
+        for name in missing:
+            url = from_file.get(ENV_NAMES[name])
+            if url and _answers(url):
+                urls[name] = url
+    return urls
+
+
+def _with_query(url: str, scheme: str | None = None, **options: str) -> str:
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    query.update(options)
+    return urlunsplit((scheme or parts.scheme, parts.netloc, parts.path, urlencode(query), ""))
+
+
+def backend_url(store: str, base: str | None, namespace: str, workdir: Path) -> str:
+    """A backend URL (for ``anarchon.from_url``) on ``store`` in its own ``namespace``."""
+    if store == "sqlite":
+        return f"sqlite:///{workdir / (namespace + '.db')}?table=t_{namespace}"
+    assert base is not None, store
+    if store == "redis":
+        return _with_query(base, prefix=f"{namespace}:")
+    if store == "valkey":
+        return _with_query(base, scheme="valkey", prefix=f"{namespace}:")
+    if store == "postgres":
+        return _with_query(base, table=f"t_{namespace}")
+    if store == "rabbitmq":
+        return _with_query(base, prefix=f"{namespace}.", slot_ttl="90s")
+    if store == "nats":
+        return _with_query(base, stream=namespace.upper(), prefix=f"{namespace}.",
+                           duplicate_window="90s", history_size="100")
+    raise ValueError(f"unknown store {store!r}")
