@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from .aio import wait_event
 from .durations import DurationLike, parse_duration
 from .errors import Aborted
 from .history import RunReason
@@ -60,9 +61,7 @@ class AbortSignal:
                 return True
             self._async_waiters.append((loop, event))
         try:
-            await asyncio.wait_for(event.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
+            await wait_event(event, seconds)
         finally:
             with self._lock:
                 if (loop, event) in self._async_waiters:

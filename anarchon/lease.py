@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .aio import wait_event, within
 from .backends.base import HeldRun, LeaseBackend, RunKey, RunState
 from .context import AbortSignal
 from .durations import to_ms
@@ -73,10 +74,7 @@ class LeaseKeeper:
     async def run(self) -> None:
         """Beat every ``heartbeat`` seconds until cancelled."""
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.heartbeat)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, self.heartbeat)
             self._wake.clear()
             await self.beat()
 
@@ -88,7 +86,7 @@ class LeaseKeeper:
         watched = list(self.watched)
         sent_at = time.monotonic()
         try:
-            result = await asyncio.wait_for(
+            result = await within(
                 self.backend.heartbeat(self.owner, [h.run for h in held], watched,
                                        to_ms(self.lease)),
                 timeout=max(self.heartbeat, self.lease / 2),

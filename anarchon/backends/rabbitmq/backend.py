@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ...aio import within
 from ...durations import DurationLike, parse_duration, to_ms
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
@@ -190,7 +191,7 @@ class RabbitMQBackend(ClaimBackend):
             return self._connection
         aio_pika = _driver()
         try:
-            self._connection = await asyncio.wait_for(aio_pika.connect(self._url),
+            self._connection = await within(aio_pika.connect(self._url),
                                                       self.timeout)
         except Exception as exc:
             raise StoreError(f"cannot connect to RabbitMQ at {_safe(self._url)}: {exc}") from exc
