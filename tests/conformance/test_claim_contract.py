@@ -19,7 +19,8 @@ from anarchon import AsyncScheduler, Scheduler
 from anarchon.backends import Backend, from_url
 from anarchon.backends.base import ClaimRequest, Finish, JobSpec
 from anarchon.jobs import LEASE_ONLY_OPTIONS
-from tests.stores import StoreSpec, all_stores, in_ci
+from tests.conftest import _require
+from tests.stores import StoreSpec, all_stores
 from tests.stores import nats as nats_store
 from tests.stores import rabbitmq as rabbitmq_store
 from tests.support import EventLog, run, wait_until
@@ -27,16 +28,6 @@ from tests.support import EventLog, run, wait_until
 STORES = all_stores()
 JOBS = ["job", "tick"]
 _CLEANUP = {"rabbitmq": rabbitmq_store.cleanup, "nats": nats_store.cleanup}
-
-
-def _require(spec: StoreSpec) -> None:
-    reason = spec.unavailable()
-    if reason is None:
-        return
-    message = f"{spec.id} server not available: {reason} (start it with scripts/servers.py)"
-    if in_ci():
-        pytest.fail(f"CI needs every server: {message}", pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture(params=STORES, ids=lambda s: s.id)

@@ -164,10 +164,11 @@ def _check_autocommit(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[An
         raise ValueError("PostgresBackend was given a closed connection")
 
 
-class AsyncConnectionLink(Link):
-    """A user's ``AsyncConnection``: every call shares it, one at a time."""
+class ConnectionLink(Link):
+    """A user's connection: every call shares it, one at a time (a sync ``Connection`` is
+    driven from a worker thread)."""
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+    def __init__(self, conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> None:
         self.conn = conn
         self.address = describe_connection(conn)
         self._lock = asyncio.Lock()
@@ -181,27 +182,10 @@ class AsyncConnectionLink(Link):
     @contextlib.asynccontextmanager
     async def session(self, heartbeat: bool = False) -> AsyncIterator[Session]:
         async with self._lock:
-            yield _AsyncSession(self.conn)
-
-
-class SyncConnectionLink(Link):
-    """A user's sync ``Connection``, driven from a worker thread."""
-
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
-        self.address = describe_connection(conn)
-        self._lock = asyncio.Lock()
-
-    async def open(self, connect_timeout: float) -> None:
-        _check_autocommit(self.conn)
-
-    async def close(self) -> None:
-        pass  # the user's connection: never closed
-
-    @contextlib.asynccontextmanager
-    async def session(self, heartbeat: bool = False) -> AsyncIterator[Session]:
-        async with self._lock:
-            yield _SyncSession(self.conn)
+            if isinstance(self.conn, psycopg.AsyncConnection):
+                yield _AsyncSession(self.conn)
+            else:
+                yield _SyncSession(self.conn)
 
 
 class AsyncPoolLink(Link):
@@ -349,10 +333,8 @@ def make_link(connection: object, pool_size: int) -> Link:
     """The :class:`Link` for whatever was passed as ``connection=``."""
     if isinstance(connection, str):
         return AsyncPoolLink(conninfo=connection, pool_size=pool_size)
-    if isinstance(connection, psycopg.AsyncConnection):
-        return AsyncConnectionLink(connection)
-    if isinstance(connection, psycopg.Connection):
-        return SyncConnectionLink(connection)
+    if isinstance(connection, (psycopg.AsyncConnection, psycopg.Connection)):
+        return ConnectionLink(connection)
     if isinstance(connection, psycopg_pool.AsyncConnectionPool):
         return AsyncPoolLink(connection)
     if isinstance(connection, psycopg_pool.ConnectionPool):
