@@ -1,0 +1,7 @@
+"""``python -m anarchon``: the ``anarchon`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
