@@ -55,8 +55,10 @@ def test_three_instances_start_each_slot_once(make_cluster: Any) -> None:
     cluster.stop_all()
     starts = Counter(r["slot"] for r in begins(cluster))
     assert set(starts.values()) == {1}, starts
-    # slots before the instances were up are caught up (the newest only): not counted
-    slots = sorted(r["slot"] for r in begins(cluster) if r["reason"] != "catch-up")
+    # slots before the instances were up are caught up (the newest only), and a run that
+    # started late may make the next slot skip as overlap: neither is a lost slot
+    slots = sorted({r["slot"] for r in begins(cluster) if r["reason"] != "catch-up"}
+                   | {e["slot"] for e in cluster.events("skip") if e["reason"] == "overlap"})
     assert slots == list(range(slots[0], slots[-1] + 1, 1000)), "a slot was lost"
     assert {r["instance"] for r in begins(cluster)} <= {"a", "b", "c"}
 
