@@ -253,11 +253,7 @@ class RedisBackend(LeaseBackend):
     # -- manual runs and history -----------------------------------------------------------
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
-        field = f"m:{started_ms}:{secrets.token_hex(4)}"
-        k = self.store.keys(name)
-        await self.store.script("manual", [k.att, k.hist],
-                                ["start", field, owner, started_ms, 1, "manual"])
-        return json.dumps([name, field])
+        return await start_manual_record(self.store, name, owner, started_ms)
 
     async def finish_manual(self, token: str, status: RunStatus, error: str | None,
                             history_size: int, history_ttl_ms: int | None) -> None:
@@ -339,6 +335,16 @@ def _state(name: str, slot: int, raw: Any, now: int) -> RunState:
                     attempt=int(data.get("a", 0)), running=data.get("s") == "running",
                     lease_expired=int(data.get("l", 0)) <= now,
                     handed_over=int(data.get("h", 0)) == 1)
+
+
+async def start_manual_record(store: RedisStore, name: str, owner: str,
+                              started_ms: int) -> str:
+    """Record a manual run as running; the token names its history field."""
+    field = f"m:{started_ms}:{secrets.token_hex(4)}"
+    k = store.keys(name)
+    await store.script("manual", [k.att, k.hist], ["start", field, owner, started_ms, 1,
+                                                   "manual"])
+    return json.dumps([name, field])
 
 
 async def finish_record(store: RedisStore, name: str, field: str, owner: str,

@@ -19,7 +19,6 @@ Attempt records are kept like the lease strategy's (``history_size``, ``history_
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,7 +27,7 @@ from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from .connection import Kind, RedisStore, check_driver, read_history, text
-from .lease import finish_record, known_jobs, register_jobs
+from .lease import finish_record, known_jobs, register_jobs, start_manual_record
 
 _STREAM_MAXLEN = "1000"
 
@@ -74,11 +73,7 @@ class RedisClaimBackend(ClaimBackend):
                                    finish.history_size, finish.history_ttl_ms)
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
-        field = f"m:{started_ms}:{secrets.token_hex(4)}"
-        k = self.store.keys(name)
-        await self.store.script("manual", [k.att, k.hist],
-                                ["start", field, owner, started_ms, 1, "manual"])
-        return json.dumps([name, field])
+        return await start_manual_record(self.store, name, owner, started_ms)
 
     async def finish_manual(self, token: str, status: RunStatus, error: str | None,
                             history_size: int, history_ttl_ms: int | None) -> None:
