@@ -8,6 +8,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from anarchon import AsyncScheduler, Event
+from anarchon.backends.base import ClaimRequest
 
 T = TypeVar("T")
 
@@ -61,3 +62,18 @@ async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> No
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+def claim_only_request(slot: int, owner: str, name: str = "job",
+                       **overrides: Any) -> ClaimRequest:
+    """A scheduled claim with claim-only defaults (no lease, one attempt, 60 s late)."""
+    fields: dict[str, Any] = dict(name=name, slot=slot, owner=owner, reason="scheduled",
+                                  lease_ms=0, max_late_ms=60_000, max_attempts=1,
+                                  overlap="allow")
+    fields.update(overrides)
+    return ClaimRequest(**fields)
+
+
+def now_ms() -> int:
+    """Wall-clock epoch milliseconds."""
+    return int(time.time() * 1000)

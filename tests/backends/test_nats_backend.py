@@ -7,7 +7,6 @@ skips locally and fails in CI. Construction tests need no server.
 from __future__ import annotations
 
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -16,23 +15,20 @@ import pytest
 
 from anarchon import AsyncScheduler, Scheduler
 from anarchon.backends import from_url
-from anarchon.backends.base import ClaimRequest, Finish, JobSpec
+from anarchon.backends.base import Finish, JobSpec
 from anarchon.backends.nats import NatsBackend
 from anarchon.errors import IncompatibleStoreError, StoreError
-from tests.stores import in_ci
+from tests.conftest import _require
 from tests.stores import nats as store
-from tests.support import EventLog, run
+from tests.support import EventLog, now_ms, run
+from tests.support import claim_only_request as request
 
 nats = pytest.importorskip("nats")
 
 
 @pytest.fixture
 def namespace() -> Iterator[str]:
-    reason = store.STORE.unavailable()
-    if reason is not None:
-        if in_ci():
-            pytest.fail(f"CI needs every server: nats: {reason}", pytrace=False)
-        pytest.skip(f"nats server not available: {reason}")
+    _require(store.STORE)
     name = "nt_" + uuid.uuid4().hex[:10]
     yield name
     run(store.cleanup(name, []))
@@ -42,18 +38,6 @@ def backend_for(namespace: str, **options: Any) -> NatsBackend:
     backend = from_url(store.url_for(namespace), **options)
     assert isinstance(backend, NatsBackend)
     return backend
-
-
-def request(slot: int, owner: str, name: str = "job", **overrides: Any) -> ClaimRequest:
-    fields: dict[str, Any] = dict(name=name, slot=slot, owner=owner, reason="scheduled",
-                                  lease_ms=0, max_late_ms=60_000, max_attempts=1,
-                                  overlap="allow")
-    fields.update(overrides)
-    return ClaimRequest(**fields)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 async def stream_config(namespace: str) -> Any:
