@@ -35,7 +35,6 @@ import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...durations import DurationLike, parse_duration
 from ...errors import IncompatibleStoreError, StoreError
@@ -43,6 +42,7 @@ from ...history import RunRecord, RunStatus
 from ...names import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from ..rabbitmq.records import Entry, Remembered, merge, scheduled_key
+from ..urls import redact, split_options
 
 logger = logging.getLogger("anarchon")
 
@@ -118,21 +118,18 @@ class NatsBackend(ClaimBackend):
     def from_url(cls, url: str, **options: Any) -> NatsBackend:
         """``nats://host:4222?stream=CRON&prefix=cron.&duplicate_window=5m`` (keyword
         options override query parameters)."""
-        parts = urlsplit(url)
-        ours: dict[str, Any] = {}
-        rest = []
-        for key, value in parse_qsl(parts.query):
-            if key in ("history_size", "replicas"):
-                ours[key] = int(value)
-            elif key in _OPTIONS:
-                ours[key] = value
-            else:
-                rest.append((key, value))
-        plain = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+        plain, query = split_options(url, _OPTIONS)
+        ours: dict[str, Any] = dict(query)
+        for key in ("history_size", "replicas"):
+            if key in ours:
+                if not ours[key].isdigit():
+                    raise ValueError(f"{key} in the NATS URL must be a whole number, "
+                                     f"got {ours[key]!r}")
+                ours[key] = int(ours[key])
         return cls(plain, **{**ours, **options})
 
     def __repr__(self) -> str:
-        where = ",".join(_safe(s) for s in self._servers) or "user connection"
+        where = ",".join(redact(s) for s in self._servers) or "user connection"
         return f"<NatsBackend {where} stream={self.stream!r} prefix={self.prefix!r}>"
 
     # -- names -----------------------------------------------------------------------------
@@ -250,7 +247,7 @@ class NatsBackend(ClaimBackend):
                         allow_reconnect=True, max_reconnect_attempts=-1,
                         reconnect_time_wait=0.5, name="anarchon")
                 except Exception as exc:
-                    where = ",".join(_safe(s) for s in self._servers)
+                    where = ",".join(redact(s) for s in self._servers)
                     raise StoreError(f"cannot connect to NATS at {where}: {exc}") from exc
             self._js = self._client.jetstream(timeout=self.timeout)
             return self._js
@@ -419,14 +416,6 @@ def _count(value: object, option: str) -> int:
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _safe(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 __all__ = ["NatsBackend"]

@@ -39,7 +39,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from ...aio import within
 from ...durations import DurationLike, parse_duration, to_ms
@@ -47,6 +47,7 @@ from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
 from ...names import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
+from ..urls import redact, split_options
 from .records import Entry, Remembered, merge, scheduled_key
 
 logger = logging.getLogger("anarchon")
@@ -90,7 +91,7 @@ class RabbitMQBackend(ClaimBackend):
         if isinstance(url, str):
             if urlsplit(url).scheme not in ("amqp", "amqps"):
                 raise ValueError(f"RabbitMQBackend url must start with amqp:// or amqps://, "
-                                 f"got {_safe(url)!r}")
+                                 f"got {redact(url)!r}")
             self._url: str | None = url
             self._user_connection: Any = None
         elif isinstance(url, driver.abc.AbstractConnection):
@@ -121,19 +122,11 @@ class RabbitMQBackend(ClaimBackend):
     def from_url(cls, url: str, **options: Any) -> RabbitMQBackend:
         """``amqp://user:pass@host:5672/vhost?prefix=cron.&slot_ttl=5m`` (keyword options
         override query parameters; other query parameters go to aio-pika)."""
-        parts = urlsplit(url)
-        ours: dict[str, Any] = {}
-        rest = []
-        for key, value in parse_qsl(parts.query):
-            if key in _OPTIONS:
-                ours[key] = value
-            else:
-                rest.append((key, value))
-        plain = urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(rest), ""))
+        plain, ours = split_options(url, _OPTIONS)
         return cls(plain, **{**ours, **options})
 
     def __repr__(self) -> str:
-        where = _safe(self._url) if self._url else "user connection"
+        where = redact(self._url) if self._url else "user connection"
         return f"<RabbitMQBackend {where} prefix={self.prefix!r}>"
 
     # -- names -----------------------------------------------------------------------------
@@ -194,7 +187,7 @@ class RabbitMQBackend(ClaimBackend):
             self._connection = await within(aio_pika.connect(self._url),
                                                       self.timeout)
         except Exception as exc:
-            raise StoreError(f"cannot connect to RabbitMQ at {_safe(self._url)}: {exc}") from exc
+            raise StoreError(f"cannot connect to RabbitMQ at {redact(self._url)}: {exc}") from exc
         return self._connection
 
     async def _channel(self) -> Any:
@@ -414,17 +407,6 @@ class RabbitMQBackend(ClaimBackend):
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def _safe(url: str | None) -> str:
-    """A URL without its password, for messages."""
-    if not url:
-        return ""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 def _server_version(connection: Any) -> tuple[int, ...] | None:
