@@ -14,18 +14,22 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
+from .aio import wait_event
 from .backends.base import (
     Backend,
     ClaimReason,
     ClaimRequest,
+    ClaimResult,
     Finish,
     HeldRun,
     JobSpec,
     LeaseBackend,
     RunKey,
     RunState,
+    Wakeup,
 )
-from .clock import SYSTEM_CLOCK, Clock
+from .batching import Batcher, Wakeups, on_grid
+from .clock import SYSTEM_CLOCK, Clock, SystemClock
 from .context import AbortSignal, RunContext
 from .durations import DurationLike, parse_duration, to_ms
 from .errors import JobNotFoundError
@@ -38,6 +42,17 @@ from .runner import Outcome, run_handler
 from .slots import ms_to_datetime
 
 logger = logging.getLogger("anarchon")
+
+#: with a backend that batches claims, each job's jitter is rounded up to this grid (never
+#: beyond the job's ``jitter``) so that jobs due within the same 20 ms wake and claim
+#: together: one store call per step. Measured at 1,000 jobs/s on 3 instances: a 5 ms
+#: grid cost ~60 % more CPU (4x the calls) and gave no lower start delays
+CLAIM_GRID_MS = 20.0
+#: a batch of claims (or finishes) is sent this long after its first item; 0: on the
+#: next loop turn (jobs due on one grid step share one timer, so they wake together)
+BATCH_WINDOW_S = 0.0
+#: least interval of the trigger poll while the backend's wake-up channel is up (seconds)
+SAFETY_POLL = 30.0
 
 
 def default_instance_id() -> str:
@@ -79,6 +94,16 @@ class AsyncScheduler(JobRegistry):
         self._active: dict[RunKey, Held] = {}  # every run executing here, leased or not
         self._loop: asyncio.AbstractEventLoop | None = None
         self._async_started: dict[str, float] = {}  # async job -> when it last started
+        # claims and finishes due together go to the store as one call (if it can)
+        self._claims: Batcher[ClaimRequest, ClaimResult] = Batcher(
+            lambda requests: self.backend.claim_many(requests), window=BATCH_WINDOW_S)
+        self._finishes: Batcher[Finish, bool] = Batcher(
+            lambda finishes: self.backend.finish_many(finishes), window=BATCH_WINDOW_S)
+        self._wakeups = Wakeups()
+        # the backend's wake-up channel (Backend.watch): while it is up, triggers and
+        # hand-overs arrive as messages and the trigger poll slows to a safety net
+        self._channel_up = False
+        self._trigger_wake = asyncio.Event()
         self._opened = False
         self._open_lock = asyncio.Lock()
         self._started = False
@@ -133,6 +158,8 @@ class AsyncScheduler(JobRegistry):
             self._schedule(job)
         if self.backend.supports_triggers and self._jobs:
             self._spawn(self._trigger_loop())
+        if self._jobs and (self._keeper is not None or self.backend.supports_triggers):
+            self._spawn(self.backend.watch(self._woken))
         logger.info("scheduler %s started with %d job(s) on %s", self.instance_id,
                     len(self._jobs), self.backend.name)
 
@@ -165,6 +192,8 @@ class AsyncScheduler(JobRegistry):
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._claims.aclose()  # batched calls still in flight are cancelled too
+        await self._finishes.aclose()
         if self._opened:
             await self.backend.close()
         logger.info("scheduler %s stopped", self.instance_id)
@@ -230,14 +259,23 @@ class AsyncScheduler(JobRegistry):
             slot = job.schedule.next_after(after)
             if slot is None:
                 return
-            await self._sleep_until(slot + random.uniform(0, job.jitter) * 1000)
+            jitter_ms = random.uniform(0, job.jitter) * 1000
+            if self.backend.supports_claim_batches:  # jobs due in one step claim together
+                jitter_ms = on_grid(jitter_ms, CLAIM_GRID_MS, job.jitter * 1000)
+            await self._sleep_until(slot + jitter_ms, shared=True)
             after = slot
             self._spawn(self._claim_and_run(job, slot, "scheduled"))
 
-    async def _sleep_until(self, when_ms: float) -> None:
-        # Sleep in bounded steps so a wall-clock step (NTP) is noticed.
+    async def _sleep_until(self, when_ms: float, shared: bool = False) -> None:
+        # Sleep in bounded steps so a wall-clock step (NTP) is noticed. ``shared``: jobs
+        # due at the same instant share one timer (with the real clock, when batching).
+        shared = (shared and self.backend.supports_claim_batches
+                  and isinstance(self.clock, SystemClock))
         while (remaining := (when_ms - self._now_ms()) / 1000) > 0:
-            await self.clock.sleep(min(remaining, 30.0))
+            if shared and remaining <= 30.0:
+                await self._wakeups.sleep(when_ms, remaining)
+            else:
+                await self.clock.sleep(min(remaining, 30.0))
 
     async def _recover(self) -> None:
         assert isinstance(self.backend, LeaseBackend) and self._keeper is not None
@@ -276,7 +314,9 @@ class AsyncScheduler(JobRegistry):
         sent_at = time.monotonic()
         outcome: str
         try:
-            result = await self.backend.claim(request)
+            result = await (self._claims.submit(request)
+                            if self.backend.supports_claim_batches
+                            else self.backend.claim(request))
             outcome, attempt = result.outcome, result.attempt
         except Exception as exc:
             self._emit("error", job.name, slot, error=exc)
@@ -310,8 +350,8 @@ class AsyncScheduler(JobRegistry):
         self._active[held.run.key] = held
         if self._keeper is not None:
             self._keeper.hold(held)
-        task = self._spawn(self._perform(job, held, reason), self._runs)
-        await asyncio.wait({task})
+        # stop() waits for the run through self._runs; nothing waits here (cheaper)
+        self._spawn(self._perform(job, held, reason), self._runs)
 
     async def _perform(self, job: Job, held: Held, reason: RunReason) -> None:
         run, signal = held.run, held.signal
@@ -347,11 +387,14 @@ class AsyncScheduler(JobRegistry):
         if signal.reason == "timeout":
             self._emit("interrupted", job.name, run.slot, run.attempt, "timeout")
         status: Literal["success", "failure"] = "failure" if outcome.error else "success"
-        recorded = await self._store(job, self.backend.finish(Finish(
+        finish = Finish(
             job.name, run.slot, self.instance_id, run.attempt, status,
             _describe(outcome.error), job.history_size,
             to_ms(job.history_ttl) if job.history_ttl else None, job.retain_runs_ms,
-        )))
+        )
+        recorded = await self._store(job, self._finishes.submit(finish)
+                                     if self.backend.supports_claim_batches
+                                     else self.backend.finish(finish))
         if recorded is False:
             signal.abort("lost")
             self._emit("lost", job.name, run.slot, run.attempt, "lost")
@@ -425,6 +468,29 @@ class AsyncScheduler(JobRegistry):
                                "%s — use await or a thread for blocking work", lag,
                                self.options.heartbeat, ", ".join(busy) or "none")
 
+    def lease_remaining(self, name: str, slot: int, attempt: int | None = None
+                        ) -> float | None:
+        """Seconds the lease of run ``(name, slot)`` is known to last on this instance.
+
+        Judged as the lease keeper judges it: on the monotonic clock, from the send time
+        of the last renewal (or claim) the store confirmed. A handler about to do
+        something that must happen at most once (publish a message) can check it is
+        still the owner: a process paused past its lease gets a small or negative value
+        until the next heartbeat renews the lease or declares it lost.
+
+        Returns ``None`` when there is no lease to judge (a claim-only backend, or the
+        scheduler was not started), ``0.0`` when this instance does not hold the run
+        (never claimed here, finished, lost, or ``attempt`` given and not the held one).
+        Safe to call from a handler's thread.
+        """
+        keeper = self._keeper
+        if keeper is None:
+            return None
+        held = keeper.held.get(RunKey(name, slot))
+        if held is None or (attempt is not None and held.run.attempt != attempt):
+            return 0.0
+        return held.renewed_at + keeper.lease - time.monotonic()
+
     # -- manual runs and queries ----------------------------------------------------------
 
     async def run_now(self, name: str, data: Any = None) -> RunRecord:
@@ -467,10 +533,20 @@ class AsyncScheduler(JobRegistry):
                                    f"{sorted(known) or 'none'}")
         return await self.backend.request_trigger(name, payload)
 
+    def _trigger_poll_interval(self) -> float:
+        """Every heartbeat; while the wake-up channel is up, a request arrives as a
+        message and the poll is only a safety net (a lost PUBLISH/NOTIFY): every
+        ``max(lease, 30 s)``, so an idle instance sends ~nothing to the store."""
+        if self._channel_up:
+            return max(self.options.lease, SAFETY_POLL)
+        return self.options.heartbeat
+
     async def _trigger_loop(self) -> None:
-        """Every heartbeat, take requests for our jobs and run them here."""
+        """Take requests for our jobs and run them here: when woken, else every
+        :meth:`_trigger_poll_interval`."""
         while True:
-            await asyncio.sleep(self.options.heartbeat)
+            await wait_event(self._trigger_wake, self._trigger_poll_interval())
+            self._trigger_wake.clear()
             if self._stopping:
                 return
             try:
@@ -482,6 +558,24 @@ class AsyncScheduler(JobRegistry):
                 if request.name in self._jobs:
                     data = None if request.data is None else json.loads(request.data)
                     self._spawn(self.run_now(request.name, data), self._runs)
+
+    def _woken(self, wakeup: Wakeup) -> None:
+        """A message from the backend's wake-up channel (:meth:`Backend.watch`)."""
+        if wakeup.kind == "released":
+            # a backup of that run claims it now instead of at its next heartbeat (the
+            # store still decides: the claim is fenced on the released attempt)
+            key = RunKey(wakeup.name, wakeup.slot)
+            if self._keeper is not None and self.running and self._keeper.unwatch(key):
+                self._expired(RunState(wakeup.name, wakeup.slot, "", wakeup.attempt,
+                                       running=True, lease_expired=True, handed_over=True))
+        elif wakeup.kind == "trigger":
+            if wakeup.name in self._jobs:
+                self._trigger_wake.set()
+        else:  # "up" (maybe after messages were missed) or "down": poll once now
+            self._channel_up = wakeup.kind == "up"
+            self._trigger_wake.set()
+            if self._channel_up and self._keeper is not None:
+                self._keeper.poke()
 
     async def history(self, name: str, count: int = 20) -> list[RunRecord]:
         """Newest-first attempts of ``name`` from all instances (connects on demand)."""

@@ -64,6 +64,13 @@ class LeaseKeeper:
         if key not in self.held:
             self.watched.add(key)
 
+    def unwatch(self, key: RunKey) -> bool:
+        """Stop watching ``key``; True if it was watched."""
+        if key in self.watched:
+            self.watched.discard(key)
+            return True
+        return False
+
     def unwatch_all(self) -> None:
         self.watched.clear()
 

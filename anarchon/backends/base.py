@@ -19,12 +19,15 @@ conditional on ``(owner, attempt)``; a stale runner's write must change nothing.
 
 from __future__ import annotations
 
+import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
+
+_T = TypeVar("_T")
 
 ClaimReason = Literal["scheduled", "catch-up", "takeover"]
 ClaimOutcome = Literal[
@@ -153,6 +156,24 @@ class TriggerRequest:
     data: str | None
 
 
+WakeupKind = Literal[
+    "up",        # the channel is (re)connected: poll once, messages may have been missed
+    "down",      # the channel is lost: poll every heartbeat until it is "up" again
+    "released",  # a run was handed over (``name``, ``slot``, ``attempt`` released)
+    "trigger",   # a trigger() request was stored for job ``name``
+]
+
+
+@dataclass(frozen=True)
+class Wakeup:
+    """A notification from the store's channel (see :meth:`Backend.watch`)."""
+
+    kind: WakeupKind
+    name: str = ""
+    slot: int = 0
+    attempt: int = 0
+
+
 class Backend(ABC):
     """What every backend provides: connect, claim, finish, history."""
 
@@ -164,6 +185,10 @@ class Backend(ABC):
     supports_history_ttl: ClassVar[bool] = True
     #: whether ``trigger()`` requests can be stored
     supports_triggers: ClassVar[bool] = False
+    #: whether :meth:`claim_many` and :meth:`finish_many` cost one round trip per batch
+    #: (the engine then batches claims and finishes due together; otherwise it calls
+    #: :meth:`claim` and :meth:`finish` per run)
+    supports_claim_batches: ClassVar[bool] = False
 
     async def open(self) -> None:
         """Connect, check the server, create tables or scripts. Called by ``start()`` and
@@ -183,6 +208,31 @@ class Backend(ABC):
     @abstractmethod
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         """Try to win one attempt of a slot. See :class:`ClaimRequest` for the rules."""
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]
+                         ) -> list[ClaimResult | Exception]:
+        """Try to win several attempts at once; one answer per request, in order.
+
+        Each request is judged exactly as :meth:`claim` would judge it (the rules of
+        :class:`ClaimRequest`). An answer is the :class:`ClaimResult` or the exception
+        that claim raised (its outcome is then unknown: see :meth:`confirm`). A backend
+        that can do this in one round trip sets :attr:`supports_claim_batches` and judges
+        the requests in list order; this default makes one :meth:`claim` call per
+        request, concurrently (two requests for one run: either may be the winner).
+        """
+        answers = await asyncio.gather(*(self.claim(r) for r in requests),
+                                       return_exceptions=True)
+        return [_answer(a) for a in answers]
+
+    async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
+        """Record several outcomes at once; one answer per finish, in order.
+
+        Each answer is what :meth:`finish` would return (False when stale) or the exception
+        it raised. This default makes one :meth:`finish` call per item, concurrently.
+        """
+        answers = await asyncio.gather(*(self.finish(f) for f in finishes),
+                                       return_exceptions=True)
+        return [_answer(a) for a in answers]
 
     async def confirm(self, request: ClaimRequest) -> int:
         """After an ambiguous claim (reply lost), the attempt this owner holds, else 0.
@@ -221,6 +271,21 @@ class Backend(ABC):
         taken by exactly one caller. Must cost one round trip when nothing is pending."""
         return []
 
+    async def watch(self, notify: Callable[[Wakeup], None]) -> None:
+        """Deliver the store's wake-ups to ``notify`` until cancelled (optional).
+
+        A backend with a notification channel (Redis/Valkey ``SUBSCRIBE``, PostgreSQL
+        ``LISTEN``) calls ``notify(Wakeup("up"))`` once listening, then one
+        :class:`Wakeup` per :meth:`release` and :meth:`request_trigger` made by any
+        instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
+        reconnecting (it retries by itself). It never raises, except on cancellation;
+        it closes what it opened when cancelled.
+
+        This default returns at once without calling ``notify``: the engine then polls
+        (triggers and watched runs every heartbeat), which is always correct, only slower.
+        """
+        return
+
 
 class ClaimBackend(Backend):
     """A backend that only picks one winner per slot (no leases)."""
@@ -246,3 +311,10 @@ class LeaseBackend(Backend):
     @abstractmethod
     async def unfinished(self, names: Sequence[str]) -> list[RunState]:
         """Runs of these jobs still marked running (start-up recovery and watching)."""
+
+
+def _answer(value: _T | BaseException) -> _T | Exception:
+    """One ``gather(return_exceptions=True)`` answer; cancellation and exits propagate."""
+    if isinstance(value, BaseException) and not isinstance(value, Exception):
+        raise value
+    return value

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+import hashlib
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -33,12 +34,15 @@ from ..base import (
     RunKey,
     RunState,
     TriggerRequest,
+    Wakeup,
 )
+from ..wakeups import keep_listening
 
 try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
 
     from . import queries
     from .links import Link, Params, Query, Row, Session, make_link
@@ -127,6 +131,8 @@ class PostgresBackend(LeaseBackend):
         self._q_history = q(queries.HISTORY)
         self._q_unfinished = q(queries.UNFINISHED)
         self._q_job_lock = sql.SQL(queries.JOB_LOCK)
+        self.channel = wake_channel(schema, base)
+        self._q_listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> PostgresBackend:
@@ -273,7 +279,8 @@ class PostgresBackend(LeaseBackend):
 
     async def request_trigger(self, name: str, data: str | None) -> str:
         """Store a manual-run request; a running instance with the job takes it."""
-        rows = await self._fetch("trigger", self._q_request_trigger, {"job": name, "data": data})
+        rows = await self._fetch("trigger", self._q_request_trigger,
+                                 {"job": name, "data": data, "channel": self.channel})
         return str(rows[0][0])
 
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
@@ -360,7 +367,8 @@ class PostgresBackend(LeaseBackend):
     async def release(self, owner: str, run: HeldRun) -> bool:
         """Expire the lease now and mark the run handed over (fenced)."""
         rows = await self._fetch("release", self._q_release, {
-            "job": run.name, "slot": run.slot, "owner": owner, "attempt": run.attempt})
+            "job": run.name, "slot": run.slot, "owner": owner, "attempt": run.attempt,
+            "channel": self.channel})
         return bool(rows[0][0])
 
     async def unfinished(self, names: Sequence[str]) -> list[RunState]:
@@ -416,8 +424,70 @@ class PostgresBackend(LeaseBackend):
                 error=error))
         return records
 
+    # -- wake-ups ---------------------------------------------------------------
+
+    async def watch(self, notify: Callable[[Wakeup], None]) -> None:
+        """``LISTEN`` on the table's channel (:attr:`channel`) on a dedicated connection and
+        deliver wake-ups (hand-overs and trigger requests, sent by ``pg_notify`` in the
+        same statement) until cancelled; reconnects by itself.
+
+        Needs connection settings to open that connection: a DSN, or a pool whose
+        ``conninfo`` is a string. With a single connection passed in there is none:
+        returns at once and the engine polls."""
+        await self.open()
+        if self._listen_target() is None:
+            return
+        await keep_listening(f"PostgreSQL at {self.address} (table {self.table})",
+                             self._notifications, notify)
+
+    def _listen_target(self) -> tuple[str, dict[str, Any]] | None:
+        pool = getattr(self._link, "pool", None)
+        conninfo = getattr(pool, "conninfo", None)
+        if not isinstance(conninfo, str):
+            return None
+        kwargs: dict[str, Any] = dict(getattr(pool, "kwargs", None) or {})
+        kwargs["autocommit"] = True
+        kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
+        given = conninfo_to_dict(conninfo)
+        # notice a dead peer without sending anything (the channel is otherwise silent)
+        for key, value in (("keepalives", 1), ("keepalives_idle", 30),
+                           ("keepalives_interval", 10), ("keepalives_count", 3)):
+            if key not in given:
+                kwargs.setdefault(key, value)
+        return conninfo, kwargs
+
+    async def _notifications(self) -> AsyncGenerator[str | bytes | None, None]:
+        target = self._listen_target()
+        if target is None:
+            return
+        conninfo, kwargs = target
+        conn = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+        try:
+            await conn.execute(self._q_listen)
+            yield None
+            notes = conn.notifies()
+            try:
+                async for note in notes:
+                    if note.channel == self.channel:
+                        yield note.payload
+            finally:
+                await notes.aclose()
+        finally:
+            await conn.close()
+
     def __repr__(self) -> str:
         return f"PostgresBackend({self.address!r}, table={self.table!r})"
+
+
+def wake_channel(schema: str | None, base: str) -> str:
+    """The ``LISTEN``/``NOTIFY`` channel of a table namespace: ``[schema.]table_wake``, or
+    a digest of it when that would exceed PostgreSQL's 63-byte identifiers."""
+    plain = f"{schema}.{base}" if schema else base
+    channel = f"{plain}_wake"
+    if len(channel) > 63:
+        digest = hashlib.blake2b(plain.encode(), digest_size=12).hexdigest()
+        channel = f"anarchon_wake_{digest}"
+    return channel
 
 
 __all__ = ["PostgresBackend"]

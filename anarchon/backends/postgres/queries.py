@@ -87,9 +87,14 @@ FROM unnest(%(names)s::text[], %(kinds)s::text[], %(schedules)s::text[]) AS j(na
 ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, schedule = EXCLUDED.schedule
 """
 
+# The NOTIFY (delivered at commit) wakes the instances that LISTEN on the table's channel.
 REQUEST_TRIGGER: Final = f"""
-INSERT INTO {{triggers}} (job, data, requested_at) VALUES (%(job)s, %(data)s, {_NOW_MS})
-RETURNING id
+WITH requested AS (
+    INSERT INTO {{triggers}} (job, data, requested_at) VALUES (%(job)s, %(data)s, {_NOW_MS})
+    RETURNING id
+)
+SELECT id, pg_notify(%(channel)s, json_build_object('k', 'trigger', 'job', %(job)s::text)::text)
+FROM requested
 """
 
 # One statement takes the pending requests: concurrent takers never get the same row.
@@ -251,6 +256,7 @@ FROM {{runs}} r JOIN watched w ON r.job = w.job AND r.slot = w.slot, p
 """
 
 # Hand-over: the lease ends now and the attempt stops counting towards max_attempts.
+# A released run is announced on the table's channel (NOTIFY is sent at commit).
 RELEASE: Final = f"""
 WITH p AS (
     SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
@@ -270,7 +276,10 @@ history AS (
       AND a.attempt = p.attempt AND a.status = 'running' AND NOT a.manual
     RETURNING a.id
 )
-SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM history)
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM history),
+       (SELECT count(pg_notify(%(channel)s, json_build_object(
+            'k', 'released', 'job', p.job, 'slot', p.slot, 'attempt', p.attempt)::text))
+        FROM released, p)
 """
 
 # Pruning sees the statement's snapshot, where the attempt being finished is still

@@ -32,8 +32,11 @@ MAX_CONNECTIONS = 50
 _BAD_PREFIX = re.compile(r"[{}*?\[\]\\\s\x00]")
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
 _ESCAPE_RE = re.compile("[%{}:]")
-_SCRIPT_NAMES = ("claim", "heartbeat", "release", "finish", "manual", "read", "register",
-                 "claim_script", "triggers")
+_SCRIPT_NAMES = ("claim", "claim_many", "heartbeat", "release", "finish", "finish_many",
+                 "manual", "read", "register", "claim_script", "triggers")
+#: libraries prepended (after common.lua) to the scripts that share their functions
+_SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
+                "finish": ("finish_lib",), "finish_many": ("finish_lib",)}
 
 
 def check_prefix(prefix: object) -> str:
@@ -89,9 +92,9 @@ class JobKeys:
 
 def _load_script(name: str) -> str:
     package = resources.files(__package__ or "anarchon.backends.redis")
-    common = package.joinpath("common.lua").read_text(encoding="utf-8")
-    body = package.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    return common + "\n" + body
+    parts = ("common", *_SCRIPT_LIBS.get(name, ()), name)
+    return "\n".join(package.joinpath(f"{part}.lua").read_text(encoding="utf-8")
+                     for part in parts)
 
 
 def import_error(kind: Kind) -> ImportError:
@@ -308,6 +311,56 @@ class RedisStore:
     @property
     def triggers_key(self) -> str:
         return f"{self.prefix}triggers"
+
+    @property
+    def wake_channel(self) -> str:
+        """The pub/sub channel of this prefix's wake-ups (hand-overs, trigger requests)."""
+        return f"{self.prefix}wake"
+
+    @property
+    def wake_client_name(self) -> str:
+        """``CLIENT SETNAME`` of the subscriber connection (to find it in ``CLIENT LIST``)."""
+        return f"anarchon-wake:{self.prefix}"
+
+    # -- pub/sub -------------------------------------------------------------------------
+
+    @property
+    def can_subscribe(self) -> bool:
+        """Whether :meth:`subscriber` can make a client (connected, asyncio client)."""
+        return self._client is not None and not self._sync
+
+    def subscriber(self) -> Any | None:
+        """A new asyncio client for ``SUBSCRIBE`` only, or None if there is no way to make one
+        (a sync client passed in: its instances poll instead).
+
+        It copies the connection settings of our client (on a Cluster, of its default node:
+        a classic ``PUBLISH`` reaches every node) with retries turned off, so a lost
+        connection surfaces as an error instead of a silent reconnect that would hide
+        messages missed meanwhile. The caller closes it (``aclose``).
+        """
+        client = self._client
+        if not self.can_subscribe:
+            return None
+        if self.cluster:
+            node = client.get_default_node()
+            connection_class = node.connection_class
+            kwargs = dict(node.connection_kwargs)
+            kwargs.pop("event_dispatcher", None)
+        else:
+            pool = client.connection_pool
+            connection_class = pool.connection_class
+            kwargs = dict(pool.connection_kwargs)
+        root = connection_class.__module__.split(".")[0]
+        driver = __import__(f"{root}.asyncio", fromlist=["Redis"])
+        retry_module = __import__(f"{root}.asyncio.retry", fromlist=["Retry"])
+        backoff_module = __import__(f"{root}.backoff", fromlist=["NoBackoff"])
+        kwargs["retry"] = retry_module.Retry(backoff_module.NoBackoff(), 0)
+        kwargs["socket_keepalive"] = True  # notice a dead peer without sending anything
+        kwargs.pop("socket_timeout", None)  # reads block until a message arrives
+        kwargs["client_name"] = self.wake_client_name
+        pool_class = driver.ConnectionPool
+        return driver.Redis.from_pool(pool_class(connection_class=connection_class,
+                                                 max_connections=2, **kwargs))
 
 
 def _info_dict(info: Any) -> dict[str, str]:

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import secrets
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, ClassVar, Literal, overload
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...durations import parse_duration
+from ...errors import StoreError
 from ...history import RunRecord, RunStatus
 from ..base import (
     ClaimRequest,
@@ -42,11 +44,14 @@ from ..base import (
     RunKey,
     RunState,
     TriggerRequest,
+    Wakeup,
 )
+from ..wakeups import keep_listening, released_payload, trigger_payload
 from .connection import Kind, RedisStore, check_driver, read_history, text
 
 Strategy = Literal["lease", "stream-id", "script", "idmp"]
 STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
+logger = logging.getLogger("anarchon")
 _URL_OPTIONS = {"prefix", "strategy", "cluster", "window", "duration", "max_size"}
 #: query parameters redis-py / valkey-py read from a URL (plus any ``ssl_*``)
 _DRIVER_URL_OPTIONS = {"db", "health_check_interval", "legacy_responses", "max_connections",
@@ -67,6 +72,7 @@ class RedisBackend(LeaseBackend):
 
     kind: ClassVar[Kind] = "redis"
     supports_triggers = True
+    supports_claim_batches = True
 
     @overload
     def __new__(cls, redis: object = ..., *, strategy: Literal["lease"] = ...,
@@ -155,6 +161,31 @@ class RedisBackend(LeaseBackend):
         outcome = text(reply[0])
         return ClaimResult(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]
+                         ) -> list[ClaimResult | Exception]:
+        """One EVALSHA for all the requests, each judged as :meth:`claim` judges it (in
+        order, at one server time). On a Cluster the jobs' keys live in different hash
+        slots, so each request is its own :meth:`claim` call (sent concurrently)."""
+        if self.store.cluster:
+            return await super().claim_many(requests)
+        if not requests:
+            return []
+        keys: list[str] = []
+        args: list[str] = []
+        for request in requests:
+            first_seen = (await self._first_seen_ms(request.name)
+                          if request.reason == "catch-up" else -1)
+            keys += self._run_keys(request.name)
+            args += [str(request.slot), request.owner, request.reason, str(request.lease_ms),
+                     str(request.max_late_ms), str(request.max_attempts), request.overlap,
+                     str(request.catch_up_ms), str(request.expected_attempt), str(first_seen)]
+        # the arguments travel as one JSON array of strings (data, never code)
+        reply = await self.store.script("claim_many", keys, [
+            len(requests), json.dumps(args, ensure_ascii=False)])
+        now = int(reply[0])
+        return [ClaimResult(text(reply[2 * i + 1]), int(reply[2 * i + 2]), now)  # type: ignore[arg-type]
+                for i in range(len(requests))]
+
     async def confirm(self, request: ClaimRequest) -> int:
         """Read back who holds the run after a claim whose reply was lost."""
         raw = await self.store.command("HGET", self.store.keys(request.name).runs,
@@ -216,18 +247,32 @@ class RedisBackend(LeaseBackend):
     async def release(self, owner: str, run: HeldRun) -> bool:
         """Hand the run over: its lease expires now and the next attempt is not counted."""
         k = self.store.keys(run.name)
-        done = await self.store.script("release", [k.runs, k.active, k.att],
-                                       [run.slot, owner, run.attempt])
+        done = await self.store.script("release", [k.runs, k.active, k.att], [
+            run.slot, owner, run.attempt, self.store.wake_channel,
+            released_payload(run.name, run.slot, run.attempt)])
         return bool(int(done))
 
     async def finish(self, finish: Finish) -> bool:
         """Record the outcome if ``(owner, attempt)`` still holds the run."""
-        ttl = -1 if finish.history_ttl_ms is None else finish.history_ttl_ms
-        done = await self.store.script("finish", self._run_keys(finish.name), [
-            finish.slot, finish.owner, finish.attempt, finish.status,
-            0 if finish.error is None else 1, finish.error or "",
-            finish.history_size, ttl, finish.retain_runs_ms])
+        done = await self.store.script("finish", self._run_keys(finish.name),
+                                       _finish_args(finish))
         return bool(int(done))
+
+    async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
+        """One EVALSHA recording every outcome, each as :meth:`finish` would (fenced per
+        run). On a Cluster, one :meth:`finish` call per run (sent concurrently)."""
+        if self.store.cluster:
+            return await super().finish_many(finishes)
+        if not finishes:
+            return []
+        keys: list[str] = []
+        args: list[str] = []
+        for finish in finishes:
+            keys += self._run_keys(finish.name)
+            args += [str(a) for a in _finish_args(finish)]
+        done = await self.store.script("finish_many", keys, [
+            len(finishes), json.dumps(args, ensure_ascii=False)])
+        return [bool(int(d)) for d in done]
 
     async def unfinished(self, names: Sequence[str]) -> list[RunState]:
         """Runs of these jobs still marked running."""
@@ -266,6 +311,11 @@ class RedisBackend(LeaseBackend):
         request_id = secrets.token_hex(8)
         await self.store.command("RPUSH", self.store.triggers_key,
                                  json.dumps({"id": request_id, "job": name, "data": data}))
+        try:  # wake the instances up; if this is lost, their safety poll finds it
+            await self.store.command("PUBLISH", self.store.wake_channel,
+                                     trigger_payload(name))
+        except StoreError as exc:
+            logger.debug("trigger wake-up not sent: %s", exc)
         return request_id
 
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
@@ -277,6 +327,39 @@ class RedisBackend(LeaseBackend):
     async def history(self, name: str, count: int) -> list[RunRecord]:
         """Newest-first attempts from every instance (connects on demand)."""
         return await read_history(self.store, name, count)
+
+    async def watch(self, notify: Callable[[Wakeup], None]) -> None:
+        """``SUBSCRIBE <prefix>wake`` on a dedicated connection and deliver wake-ups
+        (hand-overs published by the release script, trigger requests) until cancelled;
+        reconnects by itself. A sync client passed in has no asyncio pub/sub: returns at
+        once and the engine polls."""
+        await self.store.connect()
+        if not self.store.can_subscribe:
+            return
+        await keep_listening(f"{self.name} at {self.store.where}", self._messages, notify)
+
+    async def _messages(self) -> AsyncGenerator[str | bytes | None, None]:
+        client = self.store.subscriber()
+        if client is None:
+            return
+        pubsub = client.pubsub()
+        try:
+            await pubsub.subscribe(self.store.wake_channel)
+            # read the confirmation: "up" means the server now delivers to us
+            reply = await pubsub.get_message(timeout=5.0)
+            if reply is None or reply.get("type") != "subscribe":
+                raise StoreError(f"{self.name} at {self.store.where}: no SUBSCRIBE reply")
+            yield None
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True,
+                                                   timeout=None)
+                if message is not None and message.get("type") == "message":
+                    yield message["data"]
+        finally:
+            try:
+                await pubsub.aclose()
+            finally:
+                await client.aclose()
 
 
 class ValkeyBackend(RedisBackend):
@@ -324,6 +407,14 @@ async def known_jobs(store: RedisStore) -> list[JobSpec]:
         jobs.append(JobSpec(text(name), str(data.get("kind", "")),
                             str(data.get("schedule", ""))))
     return sorted(jobs, key=lambda j: j.name)
+
+
+def _finish_args(finish: Finish) -> list[object]:
+    """The 9 script arguments of one finish (see finish_lib.lua)."""
+    ttl = -1 if finish.history_ttl_ms is None else finish.history_ttl_ms
+    return [finish.slot, finish.owner, finish.attempt, finish.status,
+            0 if finish.error is None else 1, finish.error or "",
+            finish.history_size, ttl, finish.retain_runs_ms]
 
 
 def _state(name: str, slot: int, raw: Any, now: int) -> RunState:

@@ -1,5 +1,7 @@
 -- Hand a run over: expire its lease now and mark it handed over (fenced).
--- KEYS: runs, active, att   ARGV: slot, owner, attempt   Returns 1 or 0.
+-- KEYS: runs, active, att   ARGV: slot, owner, attempt[, channel, message]   Returns 1 or 0.
+-- With a channel, the message is published once the run is released, so backups wake up
+-- at once (PUBLISH takes no key: fine in a script on a Cluster too).
 local runs, active, att = KEYS[1], KEYS[2], KEYS[3]
 int_arg(ARGV[1], 'slot')
 local owner = text_arg(ARGV[2], 'owner')
@@ -14,4 +16,5 @@ state.h = 1
 redis.call('HSET', runs, ARGV[1], cjson.encode(state))
 redis.call('ZADD', active, now, ARGV[1])
 end_record(att, attempt_field(ARGV[1], attempt), 'interrupted', now, nil)
+if ARGV[4] and ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[4], ARGV[5] or '') end
 return 1

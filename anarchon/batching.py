@@ -1,0 +1,195 @@
+"""Batching of store calls that fall due together (claims and finishes).
+
+Many jobs share a slot (``every 1s`` jobs all fire on the second), so one instance often
+has hundreds of claims to send within a few milliseconds. A :class:`Batcher` collects the
+items submitted during one turn of the event loop (or within ``window`` seconds of the
+first) and sends them to the store in one call; each submitter awaits its own answer.
+
+The engine puts claims due close together on the same loop turn by rounding each job's
+jitter up to a small grid (:func:`on_grid`) and letting jobs due at the same instant
+share one timer (:class:`Wakeups`): jobs whose ``slot + jitter`` falls in the same grid
+step wake together and their claims become one batch. A lone claim is still one round
+trip, sent one loop turn later (its start may also move by up to one grid step, never
+beyond the job's ``jitter``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: items per store call; a larger batch is split into calls sent concurrently (a Redis
+#: script blocks the server while it runs, so one call must stay short)
+DEFAULT_MAX_SIZE = 200
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    """``items`` cut into consecutive lists of at most ``size`` (order kept)."""
+    if size < 1:
+        raise ValueError(f"chunk size must be at least 1, got {size}")
+    return [list(items[i:i + size]) for i in range(0, len(items), size)]
+
+
+def on_grid(value_ms: float, step_ms: float, cap_ms: float | None = None) -> float:
+    """``value_ms`` rounded up to a multiple of ``step_ms``, never above ``cap_ms``.
+
+    Used on a job's jitter draw so that jobs due in the same step wake on the same loop
+    turn; with ``cap_ms`` the configured jitter stays an upper bound. ``step_ms <= 0``
+    leaves the value unchanged.
+    """
+    if step_ms <= 0:
+        return value_ms
+    rounded = float(math.ceil(value_ms / step_ms - 1e-9) * step_ms)
+    if cap_ms is not None:
+        rounded = min(rounded, max(cap_ms, value_ms))
+    return rounded
+
+
+def settle(futures: Sequence[asyncio.Future[R]],
+           answers: Sequence[R | Exception] | BaseException) -> None:
+    """Hand each waiting future its answer: the i-th answer to the i-th future, or the
+    same exception to all (a failed call, or a reply of the wrong length). Futures already
+    done (their waiter was cancelled) are left alone."""
+    if not isinstance(answers, BaseException) and len(answers) != len(futures):
+        answers = RuntimeError(f"batched store call answered {len(answers)} item(s) for "
+                               f"{len(futures)}")
+    for index, future in enumerate(futures):
+        if future.done():
+            continue
+        answer = answers if isinstance(answers, BaseException) else answers[index]
+        if isinstance(answer, BaseException):
+            future.set_exception(answer)
+        else:
+            future.set_result(answer)
+
+
+class Batcher(Generic[T, R]):
+    """Sends items submitted together as one call of ``send``.
+
+    ``send(items)`` returns one answer per item, in order: a value, or an exception for
+    that item alone; if ``send`` raises, every item of the call gets that exception.
+    The first item of a batch schedules the call for the loop's next turn (``window=0``)
+    or ``window`` seconds later; items submitted meanwhile join it, up to ``max_size``
+    per call (more are split into calls sent concurrently).
+    """
+
+    def __init__(self, send: Callable[[list[T]], Awaitable[Sequence[R | Exception]]], *,
+                 window: float = 0.0, max_size: int = DEFAULT_MAX_SIZE) -> None:
+        if window < 0:
+            raise ValueError(f"window must not be negative, got {window}")
+        if max_size < 1:
+            raise ValueError(f"max_size must be at least 1, got {max_size}")
+        self._send = send
+        self.window = window
+        self.max_size = max_size
+        self._items: list[T] = []
+        self._futures: list[asyncio.Future[R]] = []
+        self._scheduled = False
+        self._timer: asyncio.TimerHandle | asyncio.Handle | None = None
+        self._calls: set[asyncio.Task[None]] = set()
+        self._closed = False
+        #: number of store calls made and items sent (for tests and benchmarks)
+        self.calls = 0
+        self.items = 0
+
+    @property
+    def pending(self) -> int:
+        """Items waiting for the next flush."""
+        return len(self._items)
+
+    async def submit(self, item: T) -> R:
+        """Queue ``item`` for the next call and wait for its own answer."""
+        if self._closed:
+            raise RuntimeError("batcher is closed: nothing more is sent to the store")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[R] = loop.create_future()
+        self._items.append(item)
+        self._futures.append(future)
+        if not self._scheduled:
+            self._scheduled = True
+            if self.window > 0:
+                self._timer = loop.call_later(self.window, self._flush)
+            else:
+                self._timer = loop.call_soon(self._flush)
+        return await future
+
+    async def aclose(self) -> None:
+        """Send nothing more: drop queued items (their waiters are cancelled) and cancel
+        calls in flight, as cancelling a single store call would. Safe to call twice."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for future in self._futures:
+            future.cancel()
+        self._items, self._futures, self._scheduled = [], [], False
+        calls = list(self._calls)
+        for call in calls:
+            call.cancel()
+        if calls:
+            await asyncio.gather(*calls, return_exceptions=True)
+
+    def _flush(self) -> None:
+        items, futures = self._items, self._futures
+        self._items, self._futures, self._scheduled = [], [], False
+        self._timer = None
+        live = [(i, f) for i, f in zip(items, futures, strict=True) if not f.done()]
+        calls = [asyncio.ensure_future(self._call([i for i, _ in part], [f for _, f in part]))
+                 for part in chunks(live, self.max_size)]
+        self._calls.update(calls)  # keep a reference until each call is done
+        for call in calls:
+            call.add_done_callback(self._calls.discard)
+
+    async def _call(self, items: list[T], futures: list[asyncio.Future[R]]) -> None:
+        self.calls += 1
+        self.items += len(items)
+        try:
+            answers = await self._send(items)
+        except asyncio.CancelledError:
+            for future in futures:
+                future.cancel()
+            raise
+        except Exception as exc:
+            settle(futures, exc)
+        else:
+            settle(futures, answers)
+
+
+class Wakeups:
+    """Sleepers due at the same instant share one timer (instead of one each).
+
+    ``sleep(key, delay)``: the first sleeper of ``key`` starts a timer of ``delay``
+    seconds; later sleepers of the same ``key`` wake with it. Each sleeper waits on its
+    own future, so cancelling one leaves the others asleep.
+    """
+
+    def __init__(self) -> None:
+        self._groups: dict[float, list[asyncio.Future[None]]] = {}
+
+    def __len__(self) -> int:
+        """How many instants have sleepers."""
+        return len(self._groups)
+
+    async def sleep(self, key: float, delay: float) -> None:
+        """Sleep until the timer of ``key`` fires (started ``delay`` s from now if new)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = []
+            loop.call_later(max(0.0, delay), self._wake, key)
+        group.append(future)
+        await future
+
+    def _wake(self, key: float) -> None:
+        for future in self._groups.pop(key, ()):
+            if not future.done():
+                future.set_result(None)
+
+
+__all__ = ["DEFAULT_MAX_SIZE", "Batcher", "Wakeups", "chunks", "on_grid", "settle"]

@@ -1,0 +1,220 @@
+"""Batched claims and finishes (``claim_many``/``finish_many``) against real servers.
+
+On Redis/Valkey a batch is one script call; on the other lease stores (and on a Redis
+Cluster) the default answers per item. Either way every request must get the answer it
+would have got alone: one winner per slot among schedulers, and late, overlap, taken,
+takeover and exhausted answers side by side in one batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Literal
+
+import pytest
+
+from anarchon import AsyncScheduler, RunContext
+from anarchon.backends.base import Backend, ClaimReason, ClaimRequest, Finish, JobSpec
+from anarchon.backends.redis import RedisBackend
+from tests.conftest import only_lease_stores
+from tests.support import run, wait_until
+
+SHORT_LEASE_MS = 200
+#: the stores where a batch is one script call (a Cluster answers per item)
+ONE_SCRIPT_BATCHES = ("redis", "valkey")
+
+
+def req(name: str, slot: int, owner: str, reason: ClaimReason = "scheduled", *,
+        lease_ms: int = 60_000, max_late_ms: int = 60_000, max_attempts: int = 3,
+        overlap: Literal["skip", "allow"] = "skip", catch_up_ms: int = 0,
+        expected_attempt: int = 0) -> ClaimRequest:
+    return ClaimRequest(name=name, slot=slot, owner=owner, reason=reason, lease_ms=lease_ms,
+                        max_late_ms=max_late_ms, max_attempts=max_attempts, overlap=overlap,
+                        catch_up_ms=catch_up_ms, expected_attempt=expected_attempt)
+
+
+def fin(name: str, slot: int, owner: str, attempt: int) -> Finish:
+    return Finish(name=name, slot=slot, owner=owner, attempt=attempt, status="success",
+                  error=None, history_size=10, history_ttl_ms=None, retain_runs_ms=0)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000) // 1000 * 1000
+
+
+def answers(results: list[Any]) -> list[tuple[str, int]]:
+    out = []
+    for result in results:
+        assert not isinstance(result, Exception), result
+        out.append((result.outcome, result.attempt))
+    return out
+
+
+async def opened(make: Callable[[], Backend], names: list[str]) -> Backend:
+    backend = make()
+    await backend.open()
+    await backend.register([JobSpec(n, "every", "every 1s") for n in names])
+    return backend
+
+
+def test_n_jobs_in_one_slot_on_three_schedulers_get_one_winner_each(
+        make_backend: Callable[[], Backend]) -> None:
+    names = [f"job-{i}" for i in range(60)]
+
+    async def body() -> None:
+        backends = [await opened(make_backend, names) for _ in range(3)]
+        slot = now_ms()
+        try:
+            batches = await asyncio.gather(*(
+                b.claim_many([req(n, slot, f"i{k}") for n in names])
+                for k, b in enumerate(backends)))
+            winners: Counter[str] = Counter()
+            for k, batch in enumerate(batches):
+                for name, (outcome, attempt) in zip(names, answers(batch), strict=True):
+                    assert outcome in ("won", "taken"), (name, outcome)
+                    if outcome == "won":
+                        assert attempt == 1
+                        winners[name] += 1
+                        assert await backends[k].confirm(req(name, slot, f"i{k}")) == 1
+            assert winners == Counter({n: 1 for n in names})
+        finally:
+            for b in backends:
+                await b.close()
+
+    run(body())
+
+
+def test_a_mixed_batch_gives_each_job_its_own_answer(
+        make_backend: Callable[[], Backend]) -> None:
+    names = ["free", "late", "taken", "overlap", "takeover", "exhausted", "twice", "catchup"]
+
+    async def body() -> None:
+        a = await opened(make_backend, names)
+        other = await opened(make_backend, names)
+        slot = now_ms()
+        try:
+            # prepare, one claim at a time, as another instance
+            assert (await other.claim(req("taken", slot, "B"))).outcome == "won"
+            assert (await other.claim(req("overlap", slot - 1000, "B"))).outcome == "won"
+            for name, attempts in (("takeover", 3), ("exhausted", 1)):
+                won = await other.claim(req(name, slot, "B", lease_ms=SHORT_LEASE_MS,
+                                            max_attempts=attempts))
+                assert won.outcome == "won"
+            await asyncio.sleep(3 * SHORT_LEASE_MS / 1000)  # both leases expire
+
+            batch = [
+                req("free", slot, "A"),
+                req("late", slot - 120_000, "A", max_late_ms=1_000),
+                req("taken", slot, "A"),
+                req("overlap", slot, "A"),
+                req("takeover", slot, "A", "takeover", expected_attempt=1),
+                req("exhausted", slot, "A", "takeover", expected_attempt=1, max_attempts=1),
+                req("twice", slot, "A"),
+                req("twice", slot, "A"),  # the same run twice: the second sees the first
+                req("catchup", slot - 3_600_000, "A", "catch-up", catch_up_ms=60_000),
+            ]
+            got = answers(await a.claim_many(batch))
+            assert got[:6] + got[8:] == [("won", 1), ("late", 0), ("taken", 0),
+                                         ("overlap", 0), ("won", 2), ("exhausted", 0),
+                                         ("late", 0)]
+            # one of the two identical requests wins; a one-call batch judges them in
+            # order, the per-item default sends them concurrently
+            assert sorted(got[6:8]) == [("taken", 0), ("won", 1)]
+            if isinstance(a, RedisBackend) and not a.store.cluster:
+                assert got[6:8] == [("won", 1), ("taken", 0)]
+
+            recorded = await a.finish_many([
+                fin("free", slot, "A", 1),
+                fin("takeover", slot, "B", 1),  # the stale runner: fenced out
+                fin("takeover", slot, "A", 2),
+                fin("taken", slot, "A", 1),  # not ours
+                fin("twice", slot, "A", 1),
+            ])
+            assert recorded == [True, False, True, False, True]
+            [last] = await a.history("takeover", 1)
+            assert (last.instance_id, last.attempt, last.status) == ("A", 2, "success")
+            assert await a.finish_many([]) == []
+            assert await a.claim_many([]) == []
+        finally:
+            await a.close()
+            await other.close()
+
+    run(body())
+
+
+@only_lease_stores(*ONE_SCRIPT_BATCHES)
+def test_redis_batch_is_validated_before_any_write(
+        make_backend: Callable[[], Backend]) -> None:
+    async def body() -> None:
+        backend = await opened(make_backend, ["one", "two"])
+        assert isinstance(backend, RedisBackend) and not backend.store.cluster
+        slot = now_ms()
+        try:
+            with pytest.raises(Exception, match="lease_ms must be positive"):
+                await backend.claim_many([req("one", slot, "A"),
+                                          req("two", slot, "A", lease_ms=0)])
+            assert await backend.confirm(req("one", slot, "A")) == 0  # nothing written
+            assert answers(await backend.claim_many([req("one", slot, "A")])) == [("won", 1)]
+        finally:
+            await backend.close()
+
+    run(body())
+
+
+def test_schedulers_batch_claims_and_start_each_slot_once(
+        make_backend: Callable[[], Backend]) -> None:
+    jobs = 40
+    starts: Counter[tuple[str, int]] = Counter()
+
+    async def handler(ctx: RunContext) -> None:
+        starts[(ctx.name, ctx.slot)] += 1
+
+    async def body() -> None:
+        schedulers = []
+        for k in range(3):
+            scheduler = AsyncScheduler(make_backend(), instance_id=f"i{k}", lease=5,
+                                       heartbeat=1)
+            for i in range(jobs):
+                scheduler.every(f"job-{i}", "1s", handler, jitter=0.02, catch_up=0)
+            schedulers.append(scheduler)
+        for scheduler in schedulers:
+            await scheduler.start()
+        try:
+            await wait_until(lambda: len({s for _, s in starts}) >= 3, 10, "three slots")
+            await asyncio.sleep(0.3)  # the last slot's runs finish
+        finally:
+            for scheduler in schedulers:
+                await scheduler.stop()
+        assert starts and max(starts.values()) == 1, "a slot started twice"
+        by_slot = Counter(slot for _, slot in starts)
+        complete = [slot for slot, n in by_slot.items() if n == jobs]
+        assert len(complete) >= 2, by_slot  # full slots: every job ran once
+        if schedulers[0].backend.supports_claim_batches:
+            batcher = schedulers[0]._claims
+            assert batcher.items >= jobs
+            assert batcher.calls < batcher.items / 2, (batcher.calls, batcher.items)
+
+    run(body())
+
+
+@only_lease_stores(*ONE_SCRIPT_BATCHES)
+def test_redis_batches_survive_a_script_flush(make_backend: Callable[[], Backend]) -> None:
+    async def body() -> None:
+        backend = await opened(make_backend, ["one", "two"])
+        assert isinstance(backend, RedisBackend) and not backend.store.cluster
+        slot = now_ms()
+        try:
+            await backend.store.command("SCRIPT", "FLUSH")
+            got = answers(await backend.claim_many([req("one", slot, "A"),
+                                                    req("two", slot, "A")]))
+            assert got == [("won", 1), ("won", 1)]
+            await backend.store.command("SCRIPT", "FLUSH")
+            assert await backend.finish_many([fin("one", slot, "A", 1),
+                                              fin("two", slot, "A", 1)]) == [True, True]
+        finally:
+            await backend.close()
+
+    run(body())
