@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from anarchon import Aborted, RunContext
+from anarchon import Aborted, AsyncScheduler, RunContext
 
 from .fence import ensure_lease
 
@@ -42,7 +42,8 @@ class Publisher:
     """
 
     def __init__(self, app: Any, entry: Any, publish_options: Mapping[str, Any], *,
-                 track: bool, queue_lease: float, max_late: float, engine: Any = None,
+                 track: bool, queue_lease: float, max_late: float,
+                 engine: AsyncScheduler | None = None,
                  lease: float = 30.0, heartbeat: float = 5.0) -> None:
         self.app = app
         self.entry = entry

@@ -31,6 +31,10 @@ class Scheduler(beat.Scheduler):
     follow Celery's own crontab results in the app's timezone. Only the slot winner
     publishes, with ``anarchon_job``/``anarchon_slot``/``anarchon_attempt`` headers.
 
+    Entries default to ``overlap="allow"`` unless outcomes are tracked (then the core's
+    ``"skip"``: no slot is published while the previous task is queued or running); an
+    ``overlap`` in ``anarchon_scheduler`` or in the entry's ``options["anarchon"]`` wins.
+
     The core scheduler is the public attribute :attr:`anarchon` (built on first access,
     without I/O). Building with ``lazy=True`` (beat's banner) has no side effects.
     """
@@ -90,10 +94,16 @@ class Scheduler(beat.Scheduler):
                                   track=track, queue_lease=queue_lease, max_late=max_late,
                                   engine=core.core, lease=core.core.options.lease,
                                   heartbeat=core.core.options.heartbeat)
+            job_options = dict(plan.options)
+            if not track and "overlap" not in job_options and "overlap" not in options:
+                # the run is only the publish: "skip" would drop a slot whenever the
+                # previous publish is still retrying (broker down) or its finish is not
+                # written yet (under a burst and CPU load: seconds after the publish)
+                job_options["overlap"] = "allow"
             if plan.schedule is not None:
-                core.schedule(plan.name, plan.schedule, publisher, **plan.options)
+                core.schedule(plan.name, plan.schedule, publisher, **job_options)
             else:
-                core._add(plan.kind, plan.name, plan.when, publisher, dict(plan.options))
+                core._add(plan.kind, plan.name, plan.when, publisher, job_options)
         return core
 
     # -- beat's interface -------------------------------------------------------------------
@@ -147,7 +157,8 @@ def _log_skip(event: Any) -> None:
     """Make skipped slots visible in the beat log (``taken`` is the normal case)."""
     if event.reason == "taken":
         return
-    why = {"overlap": "the previous slot's run (or publish retry) still holds its lease",
+    why = {"overlap": "the previous slot's run still holds its lease (its task queued or "
+                      "running, its publish retrying, or its finish not yet recorded)",
            "late": "claimed later than max_late"}.get(event.reason, event.reason)
     logger.warning("beat entry %r slot %s skipped (%s): %s", event.name, event.slot,
                    event.reason, why)

@@ -4,9 +4,12 @@ Call :func:`track_outcomes` once in the module that defines the Celery app (work
 beats import it). Beats then leave each run open when they publish (``ctx.detach``),
 and workers report ``running`` -> ``success`` / ``failure`` / ``interrupted`` (revoked,
 expired, rejected, ignored). A retried task stays ``running`` (its lease renewed) until
-the retry ends. A worker killed mid-task: under prefork the pool reports the lost child
-as a failure; a whole worker gone stops renewing, so a beat takes the slot over
-(attempt 2) once the lease expires.
+the retry ends. A worker killed mid-task, or under prefork the pool process running the
+task (Celery reports ``WorkerLostError``), stops renewing the run's lease: a beat takes
+the slot over (attempt 2, attempt 1 ``interrupted``) once the lease expires.
+
+Under prefork each pool process opens its own store connections on first use (keyed by
+pid, reset after every fork): nothing opened in the parent is used in a child.
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ class OutcomeRecorder:
         if self._settings is None:
             self._settings = resolve(self.app)
         return self._settings
+
+    def after_fork(self) -> None:
+        """In a forked child: forget the parent's tracker (its thread and sockets belong
+        to the parent; closing them here would break the parent's) and its lock."""
+        self._lock = threading.Lock()
+        self._tracker = None
+        self._pid = 0
 
     def tracker(self) -> Tracker:
         """This process's tracker (a forked child builds its own connections)."""
@@ -119,8 +129,24 @@ def _on_success(sender: Any = None, **_: Any) -> None:
 def _on_failure(sender: Any = None, exception: BaseException | None = None, **_: Any) -> None:
     recorder, token = _recorder(sender), token_from_request(getattr(sender, "request", None))
     if recorder is not None and token is not None:
-        error = f"{type(exception).__name__}: {exception}" if exception is not None else None
-        recorder.end(token, "failure", error)
+        if _worker_lost(exception):
+            # a prefork child died mid-task (kill -9, OOM): the task did not fail, its
+            # process did. Nothing renews the lease any more, so a beat takes the slot
+            # over as the next attempt once it expires (and records this one
+            # interrupted), as when a whole worker dies.
+            logger.warning("anarchon: %s slot %s attempt %d: the pool process running it "
+                           "was lost (%s); a beat takes it over when its lease expires",
+                           token.name, token.slot, token.attempt, exception)
+            return
+        recorder.end(token, "failure", _describe(exception) if exception is not None else None)
+
+
+def _worker_lost(exception: BaseException | None) -> bool:
+    try:
+        from billiard.exceptions import WorkerLostError
+    except ImportError:  # pragma: no cover - billiard comes with celery
+        return False
+    return isinstance(exception, WorkerLostError)
 
 
 def _on_postrun(sender: Any = None, task: Any = None, state: str | None = None,
@@ -138,8 +164,30 @@ def _on_revoked(sender: Any = None, request: Any = None, terminated: bool = Fals
                 expired: bool = False, signum: Any = None, **_: Any) -> None:
     recorder, token = _recorder(sender), token_from_request(request)
     if recorder is not None and token is not None:
-        how = "expired" if expired else f"terminated ({signum})" if terminated else "revoked"
-        recorder.end(token, "interrupted", f"revoked: {how}")
+        how = ": expired" if expired else f": terminated ({signum})" if terminated else ""
+        recorder.end(token, "interrupted", f"revoked{how}")
+
+
+def _on_retry(sender: Any = None, request: Any = None, reason: Any = None, **_: Any) -> None:
+    # the run stays "running" (SPEC §8) and the worker keeps renewing its lease until the
+    # retried task ends; the store has no note on a running record yet, so the log says it
+    recorder, token = _recorder(sender), token_from_request(request)
+    if recorder is not None and token is not None:
+        cause = getattr(reason, "exc", None)  # Retry(exc=...): the exception retried
+        logger.info("anarchon: %s slot %s attempt %d: retrying: %s", token.name, token.slot,
+                    token.attempt, _describe(cause if isinstance(cause, BaseException)
+                                             else reason))
+
+
+def _describe(reason: Any) -> str:
+    if isinstance(reason, BaseException):
+        return f"{type(reason).__name__}: {reason}"
+    return str(reason)
+
+
+def _after_fork_in_child() -> None:
+    for recorder in list(_recorders.values()):
+        recorder.after_fork()
 
 
 def _on_worker_shutdown(**_: Any) -> None:
@@ -168,7 +216,9 @@ def track_outcomes(app: Any, settings: Settings | None = None) -> OutcomeRecorde
             signals.task_failure.connect(_on_failure, weak=False)
             signals.task_postrun.connect(_on_postrun, weak=False)
             signals.task_revoked.connect(_on_revoked, weak=False)
+            signals.task_retry.connect(_on_retry, weak=False)
             signals.worker_shutdown.connect(_on_worker_shutdown, weak=False)
+            os.register_at_fork(after_in_child=_after_fork_in_child)
             _connected = True
     return recorder
 

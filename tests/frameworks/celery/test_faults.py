@@ -8,6 +8,7 @@ and checked against the broker queue and anarchon's history.
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import socket
@@ -59,56 +60,92 @@ def banner_seen(cluster: CeleryCluster, names: tuple[str, ...], text: str) -> bo
 
 # -- (a) 1,000 entries due in the same second --------------------------------------------
 
-@pytest.mark.parametrize("store_pool", [
-    pytest.param(0, id="backend-url", marks=pytest.mark.xfail(
-        strict=False, reason="open: in one CI run only 553 of 1,000 entries due together "
-        "were published (passed in others); under investigation, see the issue note")),
-])
-def test_thousand_entries_due_together_publish_once(cluster: CeleryCluster, store_pool: int
-                                                    ) -> None:
-    """1,000 interval entries due in the same second on three beats: every (entry, slot)
-    published exactly once, every attempt the first (no lease lost), history complete.
+def skips_logged(cluster: CeleryCluster, names: tuple[str, ...], slot: int
+                 ) -> dict[str, str]:
+    """Entry -> skip reason for ``slot``, from the beats' ``skipped (<reason>)`` warnings."""
+    found = {}
+    pattern = re.compile(rf"beat entry '([^']+)' slot {slot} skipped \((\w+)\)")
+    for name in names:
+        found.update(dict(pattern.findall(cluster.output(name))))
+    return found
 
-    The lease is 10 s here, not 2-3 s: under this burst the core records a finish up to
-    ~2.6 s after the handler returned, and stops renewing before that (a core issue).
+
+def test_thousand_entries_due_together_publish_once(cluster: CeleryCluster) -> None:
+    """1,000 interval entries due in the same second on three beats (default Redis URL
+    backend): every (entry, slot) published exactly once, every attempt the first (no
+    lease lost), history complete — with the CPU loaded too.
+
+    Under load a burst takes longer than the 5 s interval and a run's finish reaches the
+    store seconds after its publish (up to 8.5 s measured: it queues behind the next
+    burst's claims in the store client's pool). With the core's default
+    ``overlap="skip"`` the next slot of such an entry was skipped as ``overlap`` (447 of
+    1,000 in one CI run, up to 757 with the CPU loaded): untracked entries therefore
+    default to ``overlap="allow"``. The test waits for the outcome (all published, all
+    finished in history) instead of a fixed time; an entry missing is reported with the
+    skip reason its beats logged (``late``, ``overlap``) or "nothing logged".
     """
-    count, every, lease = 1000, 5, 10.0
-    cluster.config.update(scheduler={"lease": lease, "heartbeat": 0.5, "jitter": 0.5},
-                          many={"count": count, "every": every, "task": "t.noop"},
-                          store_pool=store_pool)
+    count, every, lease, max_late = 1000, 5, 10.0, 60
+    cluster.config.update(scheduler={"lease": lease, "heartbeat": 0.5, "jitter": 0.5,
+                                     "max_late": max_late},
+                          many={"count": count, "every": every, "task": "t.noop"})
     beats = ("a", "b", "c")
     for name in beats:
         cluster.beat(name)
     # the count includes Celery's default entry celery.backend_cleanup
     cluster.wait_for(lambda: banner_seen(cluster, beats,
                                          f"anarchon_celery: {count + 1} entries"),
-                     20, "three beats started")
+                     30, "three beats started")
     # the first slot after all three beats run (they computed it before it was due)
     slot = (int(time.time()) // every + 1) * every * 1000
-    # a duplicate (a lease lost under load) would be published by lease + 2 heartbeats
-    deadline = slot / 1000 + lease + 2.0
-    cluster.wait_for(lambda: time.time() > deadline, every + lease + 5, "the slot to pass")
+    names = [f"m{i:04d}" for i in range(count)]
+
+    def published() -> set[str]:
+        return {r["job"] for r in cluster.records("publish", slot=slot)}
+
+    def accounted() -> bool:  # each entry published, or skipped (late/overlap: final)
+        missing = set(names) - published()
+        return not missing or missing <= set(skips_logged(cluster, beats, slot))
+
+    try:
+        cluster.wait_for(accounted, every + max_late + 30, "every entry published")
+    except AssertionError:
+        pass  # reported below, with what the beats logged for the missing entries
+    missing = sorted(set(names) - published())
+    reasons = Counter(skips_logged(cluster, beats, slot).get(n, "nothing logged")
+                      for n in missing)
+    assert not missing, f"{len(missing)} entries not published: {dict(reasons)}, " \
+                        f"e.g. {missing[:5]}"
+
+    url = cluster.config["backend"]
+
+    def finished() -> dict[str, RunRecord] | None:  # a finished run cannot be taken over
+        final = {}
+        for name, runs in histories(url, names, 10).items():
+            rec = next((r for r in runs if r.slot == slot and r.attempt == 1), None)
+            if rec is None or rec.status == "running":
+                return None
+            final[name] = rec
+        return final
+
+    final = cluster.wait_for(finished, lease + 30, "every run of the slot finished")
     cluster.stop_all()  # graceful: the queue and the log are final now
     publishes = [r for r in cluster.records("publish") if r["job"] is not None]
-    at_slot = {r["job"] for r in publishes if r["slot"] == slot}
-    assert len(at_slot) == count, f"{count - len(at_slot)} entries not published"
     per_key = Counter((r["job"], r["slot"]) for r in publishes)
     duplicates = [key for key, n in per_key.items() if n > 1]
     assert not duplicates, duplicates[:10]
-    assert {r["attempt"] for r in publishes} == {1}, "an attempt 2 means a lease was lost"
+    assert {r["attempt"] for r in publishes if r["slot"] == slot} == {1}, \
+        "an attempt 2 means a lease was lost"
     assert len({r["pid"] for r in publishes if r["slot"] == slot}) == 3, "all beats won some"
+    # the stop may hand later slots' runs over ("no longer holds the slot (stop)"), not ours
+    lost = re.compile(rf"slot {slot} attempt \d+: (lease lost|not published)")
     for name in beats:
-        assert "lease lost" not in cluster.output(name)
-        assert "no longer holds the slot" not in cluster.output(name)
+        assert not lost.findall(cluster.output(name)), name
     assert queue_length(cluster.config["queue"]) == len(cluster.records("publish"))
-    names = [f"m{i:04d}" for i in range(count)]
-    records = [next((r for r in h if r.slot == slot), None)
-               for h in histories(cluster.config["backend"], names, 3).values()]
-    bad = [r for r in records if r is None or r.status != "success" or r.attempt != 1]
+    bad = [r for r in final.values() if r.status != "success"]
     assert not bad, bad[:5]
     last = max(r["t"] for r in publishes if r["slot"] == slot)
-    record(f"thousand_entries.{'own_pool' if store_pool else 'url'}", {
-        "entries": count, "beats": 3, "publishes_at_slot": len(at_slot), "duplicates": 0,
+    record("thousand_entries.url", {
+        "entries": count, "beats": 3, "publishes_at_slot": count, "duplicates": 0,
         "last_publish_after_slot_s": round(last - slot / 1000, 2)})
 
 

@@ -210,6 +210,28 @@ def test_per_entry_anarchon_options() -> None:
     assert beat.anarchon.job_names
 
 
+def test_overlap_defaults_to_allow_unless_outcomes_are_tracked() -> None:
+    """An untracked run is only the publish: "skip" would drop a slot whenever the
+    previous publish is retrying or its finish is still queued (the 1,000-entry test
+    under load); with tracking "skip" means "previous task still queued or running"."""
+    schedule = {"plain": {"task": "t", "schedule": 5.0},
+                "mine": {"task": "t", "schedule": 5.0,
+                         "options": {"anarchon": {"overlap": "skip"}}},
+                "tracked": {"task": "t", "schedule": 5.0,
+                            "options": {"anarchon": {"track_outcomes": True}}}}
+
+    def overlaps(**conf: Any) -> dict[str, str]:
+        core = Scheduler(make_app(anarchon_backend="sqlite:///unused.db",
+                                  beat_schedule=schedule, **conf), lazy=True).anarchon.core
+        return {name: core._job(name).overlap for name in schedule}
+
+    assert overlaps() == {"plain": "allow", "mine": "skip", "tracked": "skip"}
+    assert overlaps(anarchon_track_outcomes=True) == {
+        "plain": "skip", "mine": "skip", "tracked": "skip"}
+    assert overlaps(anarchon_scheduler={"overlap": "skip"}) == {
+        "plain": "skip", "mine": "skip", "tracked": "skip"}
+
+
 # -- the lease fence before a publish ---------------------------------------------------------
 
 def _fenced_ctx(attempt: int = 1) -> Any:
@@ -220,25 +242,32 @@ def _fenced_ctx(attempt: int = 1) -> Any:
 
 
 def _engine(renewed_ago: float, attempt: int = 1, lease: float = 2.0) -> Any:
+    """A stand-in for the core's ``AsyncScheduler.lease_remaining`` (tested in
+    tests/unit/test_lease_remaining.py): holds attempt ``attempt`` of tick@1000."""
     import time as _time
     from types import SimpleNamespace
 
-    from anarchon.backends.base import HeldRun
+    renewed_at = _time.monotonic() - renewed_ago
 
-    held = SimpleNamespace(run=HeldRun("tick", 1_000, attempt),
-                           renewed_at=_time.monotonic() - renewed_ago)
-    keeper = SimpleNamespace(lease=lease, held={held.run.key: held})
-    return SimpleNamespace(_keeper=keeper)
+    def lease_remaining(name: str, slot: int, attempt_: int | None = None) -> float | None:
+        if (name, slot) != ("tick", 1_000) or attempt_ not in (None, attempt):
+            return 0.0
+        return renewed_at + lease - _time.monotonic()
+
+    return SimpleNamespace(lease_remaining=lease_remaining)
 
 
 def test_fence_measures_the_lease_left_on_the_monotonic_clock() -> None:
+    from types import SimpleNamespace
+
     from anarchon_celery.fence import lease_remaining
 
     ctx = _fenced_ctx()
     assert 1.4 < (lease_remaining(_engine(0.5), ctx) or 0) <= 1.5
     assert (lease_remaining(_engine(5.0), ctx) or 0) < 0  # paused past the lease
     assert lease_remaining(_engine(0.1, attempt=2), ctx) == 0.0  # another attempt
-    assert lease_remaining(object(), ctx) is None  # no keeper: claim-only, no fence
+    claim_only: Any = SimpleNamespace(lease_remaining=lambda *_: None)
+    assert lease_remaining(claim_only, ctx) is None  # no lease: claim-only, no fence
 
 
 def test_fence_refuses_a_stale_lease_and_an_aborted_run() -> None:
