@@ -3,8 +3,10 @@
 Sections: ``claims`` (claim latency vs. the store floor), ``heartbeat`` (round trips per
 heartbeat with 1/100/1,000 runs in flight), ``scale`` (many jobs on three instances),
 ``idle`` (registered jobs with nothing due), ``handover`` (graceful stop and SIGKILL →
-backup start). Servers come from the project's rig (``scripts/servers.py``); a store
-whose server cannot be had is reported as unavailable. Prints tables, writes JSON and
+backup start), ``peers`` (three ``celery beat`` each of stock beat, celery-redbeat and
+anarchon_celery: publishes per slot, CPU, failover after ``kill -9``). Servers come
+from the project's rig (``scripts/servers.py``); a store whose server cannot be had is
+reported as unavailable. Prints tables, writes JSON and
 exits 1 if any measurement failed.
 """
 
@@ -12,21 +14,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import claims, handover, heartbeat, scale, servers
+from . import claims, handover, heartbeat, peers, scale, servers
+from .peers import Variant
 from .report import Column, machine, table
 
-SECTIONS = ("claims", "heartbeat", "scale", "idle", "handover")
+SECTIONS = ("claims", "heartbeat", "scale", "idle", "handover", "peers")
 
 
 @dataclass(frozen=True)
@@ -45,21 +50,40 @@ class Plan:
     handover: tuple[tuple[float, float, dict[str, int]], ...]  # (lease, heartbeat, trials)
     handover_stores: tuple[str, ...]
     default_lease_stores: tuple[str, ...]
+    peers: tuple[Variant, ...] = ()
+    peers_entries: int = 100
+    peers_steady: float = 25.0  # seconds of steady state per peer before the kill
+    peers_settle: float = 2.0  # seconds after every beat published, before the window
+    peers_linger: float = 2.0  # seconds the beats run on after every entry was republished
+    #: seconds after the kill to wait for anarchon's attempt-2 publishes (None: don't)
+    peers_takeover_wait: float | None = None
+    peers_parallel: bool = False  # all peers at once (shorter; CPU numbers then shared)
 
 
 SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
              heartbeat_window=1.0, heartbeat_stores=("redis",), scale=((50, 1.0, 5.0),),
              scale_stores=("redis",), idle_jobs=1000, idle_seconds=3.0,
              handover=((2.0, 0.25, {"graceful": 2, "kill": 2}),), handover_stores=("redis",),
-             default_lease_stores=())
+             default_lease_stores=(),
+             # no redbeat: it is installed from PyPI on demand, which CI should not need
+             peers=(Variant("stock beat", "stock"), Variant("anarchon_celery", "anarchon")),
+             peers_steady=3.0, peers_settle=1.0, peers_linger=1.0, peers_parallel=True)
 FULL = Plan(claim_rounds=300, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
             heartbeat_window=5.0, heartbeat_stores=servers.LEASE_STORES,
-            scale=((200, 1.0, 30.0), (1000, 1.0, 60.0)), scale_stores=("redis",),
+            scale=((200, 1.0, 30.0), (1000, 1.0, 60.0), (10000, 10.0, 60.0)),
+            scale_stores=("redis",),
             idle_jobs=1000,
             idle_seconds=60.0,
             handover=((2.0, 0.25, {"graceful": 20, "kill": 20}),
                       (30.0, 5.0, {"graceful": 10, "kill": 2})),
-            handover_stores=("sqlite", "redis", "postgres"), default_lease_stores=("redis",))
+            handover_stores=("sqlite", "redis", "postgres"),
+            default_lease_stores=("redis", "postgres"),
+            peers=(Variant("stock beat", "stock"),
+                   Variant("redbeat default lock", "redbeat"),
+                   Variant("redbeat lock 5 s", "redbeat", lock_timeout=5.0),
+                   Variant("anarchon_celery", "anarchon")),
+            peers_steady=20.0,
+            peers_takeover_wait=30.0 + 5.0 + 3.0)  # anarchon's default lease + heartbeat
 
 
 def _g(*path: str) -> Callable[[dict[str, Any]], Any]:
@@ -100,6 +124,18 @@ COLUMNS: dict[str, list[Column]] = {
                  ("hb s", _g("heartbeat")), ("trials", _g("trials")),
                  ("p50 ms", _g("p50_ms")), ("p99 ms", _g("p99_ms")),
                  ("max ms", _g("max_ms")), ("bound ms", _g("bound_ms"))],
+    "peers": [("peer", _g("peer")), ("lock s", _g("lock_timeout_s")),
+              ("secs", _g("steady_s")), ("publishes", _g("publishes")),
+              ("pub/slot", _g("publishes_per_slot")), ("missed", _g("missed_slots")),
+              ("dup slots", _g("duplicate_slots")),
+              ("CPU % a/b/c", lambda r: "/".join(str(v) for v in r["cpu_pct"].values())),
+              ("RSS MiB", _g("rss_mib_max")), ("killed", _g("victim")),
+              ("gap first s", _g("failover_first_s")), ("gap p50 s", _g("failover_p50_s")),
+              ("gap max s", _g("failover_max_s")),
+              ("missed after kill", _g("missed_after_kill")),
+              ("attempt 2 (dup)", lambda r: f"{r['late_publishes']} ({r['late_duplicates']})"
+               if r["kind"] == "anarchon" else None),
+              ("attempt 2 at s", _g("late_max_s"))],
 }
 TITLES = {
     "claims": "1. claim latency vs. store floor (N instances claim the same slot at once)",
@@ -108,6 +144,8 @@ TITLES = {
              "(delay = handler start - (slot + winner's jitter))",
     "idle": "4. idle cost: registered jobs, nothing due (cron once a year), default heartbeat",
     "handover": "5. hand-over (SIGTERM) and takeover (SIGKILL): signal -> backup's start",
+    "peers": "6. Celery beat peers: 3 beats each, 100 entries every 1 s, one Redis; "
+             "gap = kill -9 of the active beat -> the entry's next publish by another beat",
 }
 
 
@@ -174,7 +212,9 @@ class Runner:
         return rows
 
     def idle(self) -> list[dict[str, Any]]:
-        wanted = self.plan.scale_stores
+        # every store of the hand-over rows too: with a wake-up channel (Redis/Valkey
+        # pub/sub, PostgreSQL LISTEN) idle instances poll only every 30 s; SQLite polls
+        wanted = tuple(dict.fromkeys(self.plan.scale_stores + self.plan.handover_stores))
         rows = self.unavailable(wanted)
         for store in self.available(wanted):
             rows += self.attempt(store, partial(scale.idle, store, self.urls.get(store),
@@ -193,6 +233,35 @@ class Runner:
                                                     beat, trials))
         return rows
 
+    def peers(self) -> list[dict[str, Any]]:
+        broker = self.urls.get("redis")
+        if "redis" not in self.stores or broker is None:
+            return [{"backend": "peers", "error": "skipped: Redis (the broker) unavailable"}]
+        if importlib.util.find_spec("celery") is None:
+            return [{"backend": "peers", "error": "skipped: celery is not installed"}]
+        runs: list[Callable[[], list[dict[str, Any]]]] = []
+        skipped: list[dict[str, Any]] = []
+        for variant in self.plan.peers:
+            extra: Path | None = None
+            if variant.kind == "redbeat":
+                try:
+                    extra = peers.redbeat_path()
+                except Exception as exc:  # no PyPI: not a failed measurement
+                    skipped.append({"backend": variant.label,
+                                    "error": f"skipped: cannot install {peers.REDBEAT}: {exc}"})
+                    continue
+            runs.append(partial(self.attempt, variant.label, partial(
+                peers.measure, variant, broker, self.workdir, entries=self.plan.peers_entries,
+                steady=self.plan.peers_steady, settle=self.plan.peers_settle,
+                linger=self.plan.peers_linger, takeover_wait=self.plan.peers_takeover_wait,
+                extra_path=extra)))
+        if self.plan.peers_parallel:
+            with ThreadPoolExecutor(max(1, len(runs))) as pool:
+                done = list(pool.map(lambda run: run(), runs))
+        else:
+            done = [run() for run in runs]
+        return [row for rows in done for row in rows] + skipped
+
 
 def _run_async(fn: Callable[..., Any], *args: Any) -> Any:
     return asyncio.run(fn(*args))
@@ -208,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks",
                                      description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true",
-                        help="a short run (under a minute) that proves the harness works")
+                        help="a short run (about a minute) that proves the harness works")
     parser.add_argument("--only", default=",".join(SECTIONS),
                         help=f"comma-separated sections: {', '.join(SECTIONS)}")
     parser.add_argument("--backends", default=",".join(servers.STORES),

@@ -89,8 +89,11 @@ def _per_instance(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def scale(store: str, base: str | None, workdir: Path, jobs: int, seconds: float,
-          interval: float = 1.0, instances: int = 3, jitter: float = 0.5) -> dict[str, Any]:
-    """One scale row (see module docstring)."""
+          interval: float = 1.0, instances: int = 3,
+          jitter: float | None = None) -> dict[str, Any]:
+    """One scale row (see module docstring); ``jitter`` defaults to half the interval."""
+    if jitter is None:
+        jitter = interval / 2
     members, t0, server_ops = _run(
         store, base, workdir, jobs=jobs, kind="every", when=f"{interval}s", seconds=seconds,
         instances=instances, options={}, job_options={"catch_up": 0, "jitter": jitter},

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SECTION_TITLES = ("1. claim latency", "2. heartbeat cost", "3. scale", "4. idle cost",
-                  "5. hand-over")
+                  "5. hand-over", "6. Celery beat peers")
 
 
 def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
@@ -58,3 +58,11 @@ def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
     kinds = {r["kind"]: r for r in results["handover"]}
     assert kinds["graceful"]["trials"] == 2 and kinds["kill"]["trials"] == 2
     assert kinds["kill"]["p50_ms"] >= 0.9 * 1000 * kinds["kill"]["lease"], kinds
+    peers = {r["peer"]: r for r in results["peers"] if "error" not in r}
+    assert set(peers) == {"stock beat", "anarchon_celery"}, results["peers"]
+    stock, ours = peers["stock beat"], peers["anarchon_celery"]
+    assert stock["publishing_beats"] == 3 and stock["publishes_per_slot"] > 1.5, stock
+    assert ours["duplicate_slots"] == 0 and ours["publishes_per_slot"] <= 1.0, ours
+    assert ours["missed_slots"] <= 0.02 * ours["slots"], ours
+    for row in (stock, ours):  # another beat goes on publishing every entry
+        assert row["failover_max_s"] is not None and row["failover_max_s"] < 10, row
