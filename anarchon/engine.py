@@ -153,9 +153,13 @@ class AsyncScheduler(JobRegistry):
             self._spawn(self._keeper.run())
             self._spawn(self._watch_loop_lag())
             await self._recover()
-            await self._catch_up()
+        # one instant splits the slots: up to it catch-up's, after it the job loops'
+        # (two readings of the clock would let a slot fall between them, unclaimed)
+        split_ms = self._now_ms()
+        if self._keeper is not None:
+            await self._catch_up(split_ms)
         for job in list(self._jobs.values()):
-            self._schedule(job)
+            self._schedule(job, after_ms=split_ms)
         if self.backend.supports_triggers and self._jobs:
             self._spawn(self._trigger_loop())
         if self._jobs and (self._keeper is not None or self.backend.supports_triggers):
@@ -250,11 +254,12 @@ class AsyncScheduler(JobRegistry):
     def _now_ms(self) -> int:
         return int(self.clock.time() * 1000)
 
-    def _schedule(self, job: Job) -> None:
-        self._job_loops[job.name] = self._spawn(self._job_loop(job))
+    def _schedule(self, job: Job, after_ms: int | None = None) -> None:
+        """Run ``job``'s slots after ``after_ms`` (default: now) as they fall due."""
+        self._job_loops[job.name] = self._spawn(self._job_loop(job, after_ms))
 
-    async def _job_loop(self, job: Job) -> None:
-        after = self._now_ms()
+    async def _job_loop(self, job: Job, after_ms: int | None = None) -> None:
+        after = self._now_ms() if after_ms is None else after_ms
         while True:
             slot = job.schedule.next_after(after)
             if slot is None:
@@ -285,8 +290,7 @@ class AsyncScheduler(JobRegistry):
             else:
                 self._keeper.watch(RunKey(state.name, state.slot))
 
-    async def _catch_up(self) -> None:
-        now = self._now_ms()
+    async def _catch_up(self, now: int) -> None:
         for job in list(self._jobs.values()):
             if job.catch_up <= 0:
                 continue
