@@ -20,6 +20,8 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
+from .aio import cancel_and_wait
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -128,11 +130,7 @@ class Batcher(Generic[T, R]):
         for future in self._futures:
             future.cancel()
         self._items, self._futures, self._scheduled = [], [], False
-        calls = list(self._calls)
-        for call in calls:
-            call.cancel()
-        if calls:
-            await asyncio.gather(*calls, return_exceptions=True)
+        await cancel_and_wait(list(self._calls))
 
     def _flush(self) -> None:
         items, futures = self._items, self._futures

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Literal
 
-from .aio import wait_event
+from .aio import cancel_and_wait, wait_event
 from .backends.base import (
     Backend,
     ClaimReason,
@@ -186,16 +186,12 @@ class AsyncScheduler(JobRegistry):
             held.signal.abort("stop")
         if self._runs:
             _, pending = await asyncio.wait(set(self._runs), timeout=wait)
-            for task in pending:
-                task.cancel()
             if pending:
                 logger.warning("%d run(s) outlived stop(timeout=%gs); a backup takes them "
                                "over when their lease expires", len(pending), wait)
-                await asyncio.wait(pending)
+                await cancel_and_wait(pending)
         self._closed = True
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(list(self._tasks))
         await self._claims.aclose()  # batched calls still in flight are cancelled too
         await self._finishes.aclose()
         if self._opened:
