@@ -12,7 +12,12 @@ RunReason = Literal["scheduled", "manual", "catch-up", "takeover"]
 
 @dataclass(frozen=True)
 class RunRecord:
-    """One attempt at one slot, as stored; the same from every instance."""
+    """One attempt at one slot, as stored; the same from every instance.
+
+    ``error``: a finished attempt's error text (None on success); on a ``running``
+    attempt, the latest note a worker left (:meth:`anarchon.AsyncTracker.note`, e.g.
+    ``"retrying: …"``), replaced when the attempt ends.
+    """
 
     name: str
     slot: int

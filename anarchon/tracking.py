@@ -2,8 +2,9 @@
 
 A scheduler handler calls ``token = ctx.detach()`` and sends a message carrying
 ``token.to_headers()``; the worker that executes the message uses a :class:`Tracker`
-(blocking) or :class:`AsyncTracker` to keep the run's lease alive while it works and to
-record the outcome. Every write is fenced by the token: a replaced attempt changes nothing.
+(blocking) or :class:`AsyncTracker` to keep the run's lease alive while it works, to
+note what is happening (e.g. a retry) and to record the outcome. Every write is fenced
+by the token: a replaced attempt changes nothing.
 """
 
 from __future__ import annotations
@@ -75,6 +76,23 @@ class AsyncTracker:
                 if not await self._renew(token):
                     return
 
+    async def note(self, token: RunToken, text: str) -> bool:
+        """Attach a detail text to the run while it stays ``running`` (e.g. ``"retrying:
+        ValueError: …"`` while a task queue retries it): history shows it as the record's
+        ``error`` until the outcome replaces it (a success clears it).
+
+        Returns False when nothing was written: the attempt was replaced or has finished,
+        or the backend holds no leases (a claim-only backend keeps no fenced running
+        record to annotate; :meth:`begin` and :meth:`end` still work there).
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"note text must be a str, got {type(text).__name__}")
+        await self._open()
+        if not isinstance(self.backend, LeaseBackend):
+            return False
+        run = HeldRun(token.name, token.slot, token.attempt)
+        return await self.backend.note(token.owner, run, text)
+
     async def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> bool:
         """Record the outcome; False if the attempt had been replaced (nothing written)."""
         await self._open()
@@ -111,6 +129,10 @@ class Tracker:
 
     def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> bool:
         return self._portal.call(self.core.end(token, status, error))
+
+    def note(self, token: RunToken, text: str) -> bool:
+        """Attach a detail text to the still-running run; see :meth:`AsyncTracker.note`."""
+        return self._portal.call(self.core.note(token, text))
 
     def close(self) -> None:
         if self._portal.active:

@@ -4,9 +4,10 @@ Call :func:`track_outcomes` once in the module that defines the Celery app (work
 beats import it). Beats then leave each run open when they publish (``ctx.detach``),
 and workers report ``running`` -> ``success`` / ``failure`` / ``interrupted`` (revoked,
 expired, rejected, ignored). A retried task stays ``running`` (its lease renewed) until
-the retry ends. A worker killed mid-task, or under prefork the pool process running the
-task (Celery reports ``WorkerLostError``), stops renewing the run's lease: a beat takes
-the slot over (attempt 2, attempt 1 ``interrupted``) once the lease expires.
+the retry ends, its record noting ``retrying: <exception>`` meanwhile. A worker killed
+mid-task, or under prefork the pool process running the task (Celery reports
+``WorkerLostError``), stops renewing the run's lease: a beat takes the slot over
+(attempt 2, attempt 1 ``interrupted``) once the lease expires.
 
 Under prefork each pool process opens its own store connections on first use (keyed by
 pid, reset after every fork): nothing opened in the parent is used in a child.
@@ -79,6 +80,14 @@ class OutcomeRecorder:
             self.tracker().end(token, status, error)
         except Exception:
             logger.exception("anarchon: could not record the outcome of %s slot %s",
+                             token.name, token.slot)
+
+    def note(self, token: RunToken, text: str) -> None:
+        """Show ``text`` on the still-running run in history (the outcome replaces it)."""
+        try:
+            self.tracker().note(token, text)
+        except Exception:
+            logger.exception("anarchon: could not record a note on %s slot %s",
                              token.name, token.slot)
 
     def close(self) -> None:
@@ -170,13 +179,15 @@ def _on_revoked(sender: Any = None, request: Any = None, terminated: bool = Fals
 
 def _on_retry(sender: Any = None, request: Any = None, reason: Any = None, **_: Any) -> None:
     # the run stays "running" (SPEC §8) and the worker keeps renewing its lease until the
-    # retried task ends; the store has no note on a running record yet, so the log says it
+    # retried task ends; its record notes "retrying: <exception>" until the outcome
+    # replaces it (a success clears it)
     recorder, token = _recorder(sender), token_from_request(request)
     if recorder is not None and token is not None:
         cause = getattr(reason, "exc", None)  # Retry(exc=...): the exception retried
-        logger.info("anarchon: %s slot %s attempt %d: retrying: %s", token.name, token.slot,
-                    token.attempt, _describe(cause if isinstance(cause, BaseException)
-                                             else reason))
+        text = "retrying: " + _describe(cause if isinstance(cause, BaseException) else reason)
+        logger.info("anarchon: %s slot %s attempt %d: %s", token.name, token.slot,
+                    token.attempt, text)
+        recorder.note(token, text)
 
 
 def _describe(reason: Any) -> str:

@@ -19,7 +19,8 @@ What it records, keyed by the message's slot (``anarchon_job/slot/attempt/owner`
   ``SkipMessage``: only the newest attempt runs.
 * ``after_process_message``: success; on an exception a final failure, unless a retry
   follows — then the run stays ``running`` (the lease keeps being renewed here until the
-  retry is processed) and nothing final is written.
+  retry is processed), its record noting ``retrying: <exception>`` until the outcome
+  replaces it, and nothing final is written.
 * ``after_skip_message``: a message skipped by another middleware (e.g. ``AgeLimit``)
   is recorded as a failure naming the skip.
 
@@ -128,6 +129,7 @@ class AnarchonMiddleware(Middleware):
             logger.info("job %r slot %s attempt %d: %s; a retry follows (retry %s)",
                         token.name, token.slot, token.attempt, _describe(exception),
                         message.options.get("retries"))
+            self._note(token, f"retrying: {_describe(exception)}")
 
     def after_skip_message(self, broker: Broker, message: MessageProxy) -> None:
         token = RunToken.from_headers(message.options)
@@ -141,6 +143,13 @@ class AnarchonMiddleware(Middleware):
 
     def after_worker_shutdown(self, broker: Broker, worker: Any) -> None:
         self.close()
+
+    def _note(self, token: RunToken, text: str) -> None:
+        try:
+            self.tracker.note(token, text)
+        except Exception:  # a note is informative: never fail the message for it
+            logger.exception("job %r slot %s attempt %d: could not record a note",
+                             token.name, token.slot, token.attempt)
 
     def _end(self, token: RunToken, status: Any, error: str | None) -> None:
         if not self.tracker.end(token, status, error):

@@ -13,7 +13,7 @@ Every method is a coroutine; a backend whose driver is blocking runs it in its o
 Backends never do I/O in ``__init__``: :meth:`Backend.open` connects. Store errors are
 raised as :class:`anarchon.errors.StoreError` (or a subclass).
 
-Fencing: every write made on behalf of a running attempt (renew, release, finish) is
+Fencing: every write made on behalf of a running attempt (renew, release, note, finish) is
 conditional on ``(owner, attempt)``; a stale runner's write must change nothing.
 """
 
@@ -311,6 +311,18 @@ class LeaseBackend(Backend):
     @abstractmethod
     async def unfinished(self, names: Sequence[str]) -> list[RunState]:
         """Runs of these jobs still marked running (start-up recovery and watching)."""
+
+    @abstractmethod
+    async def note(self, owner: str, run: HeldRun, text: str) -> bool:
+        """Attach a detail text to a running attempt's record, which stays ``running``.
+
+        The text is stored as the record's ``error`` (e.g. ``"retrying: ValueError: …"``
+        while a task queue retries the run) and replaced by the attempt's outcome: a
+        finish writes its own error, so a success clears it. Fenced like :meth:`finish`:
+        True only if ``(owner, attempt)`` still holds the run and its attempt record is
+        still running; otherwise nothing changes (a finished, handed-over or replaced
+        attempt, another owner's attempt) and the answer is False.
+        """
 
 
 def _answer(value: _T | BaseException) -> _T | Exception:

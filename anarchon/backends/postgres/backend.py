@@ -126,6 +126,7 @@ class PostgresBackend(LeaseBackend):
         self._q_heartbeat = q(queries.HEARTBEAT)
         self._q_release = q(queries.RELEASE)
         self._q_finish = q(queries.FINISH)
+        self._q_note = q(queries.NOTE)
         self._q_start_manual = q(queries.START_MANUAL)
         self._q_finish_manual = q(queries.FINISH_MANUAL)
         self._q_history = q(queries.HISTORY)
@@ -379,6 +380,13 @@ class PostgresBackend(LeaseBackend):
         return [RunState(name=r[0], slot=int(r[1]), owner=r[2], attempt=int(r[3]),
                          running=True, lease_expired=bool(r[4]), handed_over=bool(r[5]))
                 for r in rows]
+
+    async def note(self, owner: str, run: HeldRun, text: str) -> bool:
+        """Store ``text`` as the running attempt's ``error`` (one UPDATE, fenced)."""
+        rows = await self._fetch("note", self._q_note, {
+            "job": run.name, "slot": run.slot, "attempt": run.attempt, "owner": owner,
+            "text": text})
+        return bool(rows)
 
     # -- outcomes and history ---------------------------------------------------
 

@@ -122,7 +122,7 @@ interrupted AS (
     RETURNING r.job, r.slot, r.attempt
 ),
 interrupted_history AS (
-    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms, error = NULL
     FROM interrupted i, p
     WHERE a.job = i.job AND a.slot = i.slot AND a.attempt = i.attempt
       AND a.status = 'running' AND NOT a.manual
@@ -202,7 +202,7 @@ updated AS (
     RETURNING r.attempt, r.status
 ),
 old_history AS (
-    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms, error = NULL
     FROM p
     WHERE EXISTS (SELECT 1 FROM updated) AND a.job = p.job AND a.slot = p.slot
       AND a.attempt = p.expected AND a.status = 'running' AND NOT a.manual
@@ -270,7 +270,7 @@ released AS (
     RETURNING r.job
 ),
 history AS (
-    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms, error = NULL
     FROM p
     WHERE EXISTS (SELECT 1 FROM released) AND a.job = p.job AND a.slot = p.slot
       AND a.attempt = p.attempt AND a.status = 'running' AND NOT a.manual
@@ -326,6 +326,18 @@ old_runs AS (
 )
 SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM history),
        (SELECT count(*) FROM pruned), (SELECT count(*) FROM old_runs)
+"""
+
+# A detail text on a running attempt (it stays running), fenced by (owner, attempt); the
+# attempt's end replaces it (the interrupted updates above clear it, FINISH writes its own).
+NOTE: Final = """
+UPDATE {attempts} a SET error = %(text)s::text
+WHERE a.job = %(job)s::text AND a.slot = %(slot)s::bigint AND a.attempt = %(attempt)s::integer
+  AND a.status = 'running' AND NOT a.manual
+  AND EXISTS (SELECT 1 FROM {runs} r
+              WHERE r.job = a.job AND r.slot = a.slot AND r.attempt = a.attempt
+                AND r.owner = %(owner)s::text AND r.status = 'running' AND NOT r.handed_over)
+RETURNING a.id
 """
 
 START_MANUAL: Final = """

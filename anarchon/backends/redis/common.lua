@@ -38,7 +38,7 @@ local function end_record(att, field, status, now, err)
   if rec.status ~= 'running' then return false end
   rec.status = status
   rec.fin = now
-  if err ~= nil then rec.err = err end
+  rec.err = err  -- the outcome's error replaces a note (nil: none, e.g. success)
   redis.call('HSET', att, field, cjson.encode(rec))
   return true
 end

@@ -33,7 +33,7 @@ _BAD_PREFIX = re.compile(r"[{}*?\[\]\\\s\x00]")
 _ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
 _ESCAPE_RE = re.compile("[%{}:]")
 _SCRIPT_NAMES = ("claim", "claim_many", "heartbeat", "release", "finish", "finish_many",
-                 "manual", "read", "register", "claim_script", "triggers")
+                 "manual", "read", "register", "claim_script", "triggers", "note")
 #: libraries prepended (after common.lua) to the scripts that share their functions
 _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
                 "finish": ("finish_lib",), "finish_many": ("finish_lib",)}

@@ -252,6 +252,13 @@ class RedisBackend(LeaseBackend):
             released_payload(run.name, run.slot, run.attempt)])
         return bool(int(done))
 
+    async def note(self, owner: str, run: HeldRun, text: str) -> bool:
+        """Store ``text`` as the running attempt's ``error`` (one script call, fenced)."""
+        k = self.store.keys(run.name)
+        done = await self.store.script("note", [k.runs, k.att],
+                                       [run.slot, owner, run.attempt, text])
+        return bool(int(done))
+
     async def finish(self, finish: Finish) -> bool:
         """Record the outcome if ``(owner, attempt)`` still holds the run."""
         done = await self.store.script("finish", self._run_keys(finish.name),

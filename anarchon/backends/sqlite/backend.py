@@ -387,6 +387,27 @@ class SqliteBackend(LeaseBackend):
 
         return await self._call(do)
 
+    async def note(self, owner: str, run: HeldRun, text: str) -> bool:
+        """Store ``text`` as the running attempt's ``error``, fenced by ``(owner, attempt)``."""
+        def do(connection: sqlite3.Connection) -> bool:
+            t = self._tables
+            with self._write(connection) as cur:
+                noted = _first(cur.execute(
+                    f"""UPDATE {t.attempts} SET error = ?
+                        WHERE job = ? AND slot = ? AND attempt = ? AND manual = 0
+                          AND status = 'running'
+                          AND EXISTS (SELECT 1 FROM {t.runs} r
+                                      WHERE r.job = ? AND r.slot = ? AND r.owner = ?
+                                        AND r.attempt = ? AND r.state = 'running'
+                                        AND r.handed_over = 0)
+                        RETURNING 1""",
+                    (text, run.name, run.slot, run.attempt,
+                     run.name, run.slot, owner, run.attempt),
+                ))
+                return noted is not None
+
+        return await self._call(do)
+
     async def unfinished(self, names: Sequence[str]) -> list[RunState]:
         def run(connection: sqlite3.Connection) -> list[RunState]:
             now = self._now()

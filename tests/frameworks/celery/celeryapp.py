@@ -155,10 +155,11 @@ def boom(self: Any) -> None:
 
 
 @app.task(bind=True, name="t.retry_once", max_retries=3)
-def retry_once(self: Any) -> str:
+def retry_once(self: Any, countdown: float = 0.5) -> str:
+    """Retries once after ``countdown`` seconds (retrying ``ConnectionError: flaky``)."""
     _run_log(self, "run")
     if self.request.retries == 0:
-        raise self.retry(countdown=0.5)
+        raise self.retry(exc=ConnectionError("flaky"), countdown=countdown)
     return "retried"
 
 

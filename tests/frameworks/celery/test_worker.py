@@ -34,7 +34,8 @@ def tracked(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
         "queue": ns, "backend": url, "scheduler": SCHEDULER, "track": True, "entries": {
             "ok": {"task": "t.ok", "every": 2},
             "boom": {"task": "t.boom", "every": 2},
-            "retry": {"task": "t.retry_once", "every": 3},
+            # the retry waits 2 s: long enough to see the note while the run is running
+            "retry": {"task": "t.retry_once", "every": 3, "kwargs": {"countdown": 2}},
             "revoke": {"task": "t.ok", "every": 4, "options": {"countdown": 2.5}},
             "hang": {"task": "t.hang", "every": 2, "options": {"queue": ns + "-hang"}},
             "overlap": {"task": "t.ok", "every": 1, "kwargs": {"seconds": 2.5},
@@ -81,18 +82,25 @@ def test_outcomes_from_a_real_worker(tracked: tuple[CeleryCluster, str]) -> None
     boom = wait_history(cluster, url, "boom",
                         lambda h: any(r.status == "failure" for r in h), "a failure")
     assert "RuntimeError: boom" in (next(r for r in boom if r.status == "failure").error or "")
+    # while the retry waits, the run stays "running" (SPEC §8) and notes why
+    noting = wait_history(cluster, url, "retry", lambda h: any(
+        r.status == "running" and r.error for r in h), "a retrying run noted in history")
+    noted = next(r for r in noting if r.status == "running" and r.error)
+    assert noted.error == "retrying: ConnectionError: flaky"
+    assert noted.finished_at is None
     retry = wait_history(cluster, url, "retry", lambda h: any(
-        r.status == "success" for r in h), "a retried task's success")
-    retried = next(r for r in retry if r.status == "success")
+        r.slot == noted.slot and r.status == "success" for r in h),
+        "the noted run's success")
+    retried = next(r for r in retry if r.slot == noted.slot and r.status == "success")
     assert retried.attempt == 1  # retry() keeps the same run (same headers)
+    assert retried.error is None  # the success cleared the note
     runs = cluster.records("run", job="retry", slot=retried.slot)
     assert sorted(r["retries"] for r in runs) == [0, 1]
     revoked = wait_history(cluster, url, "revoke", lambda h: any(
         r.slot == first["slot"] and r.status == "interrupted" for r in h), "the revoke")
     assert next(r for r in revoked if r.slot == first["slot"]).error == "revoked"
-    # the retry stays "running" (SPEC §8) until it ends; the worker log says why
-    assert "retrying: Retry" in cluster.output("w")
-    assert not any(r.error for r in retry if r.slot == retried.slot)
+    # the worker log says it too
+    assert "retrying: ConnectionError: flaky" in cluster.output("w")
     # the CLI shows the reason next to the status
     shown = subprocess.run([sys.executable, "-m", "anarchon", "history", "revoke",
                             "--backend", url, "--count", "50"], capture_output=True,

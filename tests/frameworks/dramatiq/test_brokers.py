@@ -78,11 +78,17 @@ def test_failing_actor_stays_running_while_retried_then_fails(make_rig: Any,
     raised = rig.wait_for(first("raise", retries=0), 15, "the first failure")
     slot = raised["slot"]
 
+    def current() -> RunRecord:
+        return next(r for r in history(store, "failing") if r.slot == slot)
+
     def status() -> str:
-        record = next(r for r in history(store, "failing") if r.slot == slot)
-        return record.status
+        return current().status
 
     assert status() == "running"  # a retry follows: nothing final is recorded
+    # ... and the running record notes why, until the final outcome replaces the note
+    noted = rig.wait_for(lambda _: (r := current()).error is not None and r, 10,
+                         "the retry noted in history")
+    assert (noted.status, noted.error) == ("running", "retrying: RuntimeError: always fails")
     rig.wait_for(first("raise", retries=1), 10, "the first retry")
     assert status() == "running"
     rig.wait_for(first("raise", retries=2), 10, "the last retry")
@@ -91,7 +97,7 @@ def test_failing_actor_stays_running_while_retried_then_fails(make_rig: Any,
         time.sleep(0.05)
     (record,) = [r for r in history(store, "failing") if r.slot == slot]
     assert record.status == "failure" and record.attempt == 1
-    assert record.error is not None and "RuntimeError: always fails" in record.error
+    assert record.error == "RuntimeError: always fails"
     assert len(rig.records("begin")) == 3
     assert [r["attempt"] for r in rig.records("sent")] == [1], "no re-send during retries"
 

@@ -221,7 +221,9 @@ def test_tracked_outcomes_success_and_final_failure(broker: StubBroker, db: str)
     assert good_runs and {r.status for r in good_runs} == {"success"}
     finished = [r for r in _history(db, "bad") if r.status != "running"]
     assert finished and {r.status for r in finished} == {"failure"}
-    assert all("RuntimeError: boom" in (r.error or "") for r in finished)
+    assert {r.error for r in finished} == {"RuntimeError: boom"}  # the note was replaced
+    assert {r.error for r in _history(db, "bad") if r.status == "running"} <= {
+        None, "retrying: RuntimeError: boom"}
     # one record per slot: the retry stayed inside the same attempt
     assert len({r.slot for r in finished}) == len(finished)
 
