@@ -9,6 +9,17 @@ measured in the same run: SQLite an empty ``BEGIN IMMEDIATE; COMMIT``; Redis/Val
 ``EVALSHA`` of a no-op script; PostgreSQL ``SELECT 1`` in autocommit; RabbitMQ one
 persistent publish on a confirm channel, awaited; NATS one JetStream publish (with a
 ``Nats-Msg-Id``), awaited.
+
+The floors of SQLite, Redis/Valkey and PostgreSQL write nothing, while a claim is a
+write; so each of them also gets a *write floor*, the cheapest write of a claim's shape
+in one round trip, measured in the same run: SQLite ``BEGIN IMMEDIATE; INSERT OR REPLACE``
+of one row ``; COMMIT`` (WAL, ``synchronous=NORMAL``: the backend's settings); Redis/Valkey
+one ``EVALSHA`` of a script that does one ``HSET``, called with the claim's 5 ``KEYS`` and
+10 ``ARGV`` and answering a 3-item array as the claim does; PostgreSQL one ``INSERT … ON
+CONFLICT (k) DO UPDATE`` of one row of a logged table, in autocommit (a temporary table
+would not write WAL). The brokers' floors are already durable writes: their write floor
+is the floor. The write-floor keys and tables live in the run's namespace and are removed
+afterwards.
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import time
 import uuid
 from multiprocessing.synchronize import Barrier
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from anarchon import from_url
 from anarchon.backends.base import ClaimRequest, JobSpec
@@ -43,6 +54,22 @@ FLOOR_TEXT = {
     "nats": "JetStream publish",
 }
 
+WRITE_FLOOR_TEXT = {
+    "sqlite": "BEGIN IMMEDIATE; INSERT OR REPLACE; COMMIT",
+    "redis": "EVALSHA HSET (5 KEYS, 10 ARGV)",
+    "valkey": "EVALSHA HSET (5 KEYS, 10 ARGV)",
+    "postgres": "INSERT ... ON CONFLICT DO UPDATE",
+    "rabbitmq": "= floor",
+    "nats": "= floor",
+}
+
+#: one HSET, with a claim's KEYS/ARGV and a claim's reply shape ({outcome, attempt, now})
+WRITE_FLOOR_SCRIPT = "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) return {ARGV[3], 1, ARGV[1]}"
+
+
+def _query(url: str, key: str, default: str) -> str:
+    return parse_qs(urlsplit(url).query).get(key, [default])[0]
+
 
 async def _floor_once(url: str, rounds: int) -> list[float]:
     store = STORE_OF_SCHEME[urlsplit(url).scheme]
@@ -51,6 +78,7 @@ async def _floor_once(url: str, rounds: int) -> list[float]:
         import sqlite3
 
         lite = sqlite3.connect(urlsplit(url).path[1:], isolation_level=None)
+        lite.execute("PRAGMA synchronous=NORMAL")  # as the backend (its WAL mode persists)
         for _ in range(rounds):
             start = time.perf_counter()
             lite.execute("BEGIN IMMEDIATE")
@@ -84,6 +112,90 @@ async def _floor_once(url: str, rounds: int) -> list[float]:
     elif store == "nats":
         samples = await _nats_floor(url.split("?")[0], rounds)
     return samples
+
+
+async def _write_floor_once(url: str, rounds: int) -> list[float]:
+    """The write floor (see the module docstring); empty for the brokers."""
+    store = STORE_OF_SCHEME[urlsplit(url).scheme]
+    base = int(time.time() * 1000)
+    if store == "sqlite":
+        return await asyncio.to_thread(_sqlite_write_floor, url, rounds, base)
+    if store in ("redis", "valkey"):
+        return await _redis_write_floor(url, rounds, base)
+    if store == "postgres":
+        return await _postgres_write_floor(url, rounds, base)
+    return []
+
+
+def _sqlite_write_floor(url: str, rounds: int, base: int) -> list[float]:
+    import sqlite3
+
+    table = _query(url, "table", "anarchon") + "_floor"
+    lite = sqlite3.connect(urlsplit(url).path[1:], isolation_level=None)
+    samples: list[float] = []
+    try:
+        lite.execute("PRAGMA journal_mode=WAL")  # the backend's settings (_connect)
+        lite.execute("PRAGMA synchronous=NORMAL")
+        lite.execute(f'CREATE TABLE IF NOT EXISTS "{table}" (k INTEGER PRIMARY KEY, v TEXT)')
+        for n in range(rounds + 1):
+            start = time.perf_counter()
+            lite.execute("BEGIN IMMEDIATE")
+            lite.execute(f'INSERT OR REPLACE INTO "{table}" (k, v) VALUES (?, ?)',
+                         (base + n, "running"))
+            lite.execute("COMMIT")
+            samples.append(time.perf_counter() - start)
+    finally:
+        if lite.in_transaction:
+            lite.execute("ROLLBACK")
+        lite.execute(f'DROP TABLE IF EXISTS "{table}"')
+        lite.close()
+    return samples[1:]
+
+
+async def _redis_write_floor(url: str, rounds: int, base: int) -> list[float]:
+    import redis.asyncio as redis
+
+    prefix = _query(url, "prefix", "bench:")
+    keys = [f"{{{prefix}floor}}:{part}" for part in ("runs", "active", "done", "att", "hist")]
+    client: Any = redis.Redis.from_url(url.replace("valkey://", "redis://").split("?")[0])
+    samples: list[float] = []
+    try:
+        write = client.register_script(WRITE_FLOOR_SCRIPT)
+        owner = f"bench-0-{uuid.uuid4().hex[:6]}"
+        for n in range(rounds + 1):
+            # the values a claim sends: slot, owner, reason, lease, max_late, max_attempts,
+            # overlap, catch_up, expected_attempt, first_seen
+            args = [str(base + n), owner, "scheduled", "30000", "60000", "3", "allow", "0",
+                    "0", "-1"]
+            start = time.perf_counter()
+            await write(keys=keys, args=args)
+            samples.append(time.perf_counter() - start)
+    finally:
+        await client.delete(*keys)
+        await client.aclose()
+    return samples[1:]
+
+
+async def _postgres_write_floor(url: str, rounds: int, base: int) -> list[float]:
+    import psycopg
+    from psycopg import sql
+
+    table = sql.Identifier(_query(url, "table", "anarchon") + "_floor")
+    upsert = sql.SQL("INSERT INTO {} (k, v) VALUES (%s, %s) "
+                     "ON CONFLICT (k) DO UPDATE SET v = excluded.v").format(table)
+    samples: list[float] = []
+    async with await psycopg.AsyncConnection.connect(url.split("?")[0],
+                                                     autocommit=True) as connection:
+        await connection.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} "
+                                         "(k bigint PRIMARY KEY, v text)").format(table))
+        try:
+            for n in range(rounds + 1):
+                start = time.perf_counter()
+                await connection.execute(upsert, (base + n, "running"))
+                samples.append(time.perf_counter() - start)
+        finally:
+            await connection.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(table))
+    return samples[1:]
 
 
 async def _rabbitmq_floor(url: str, rounds: int) -> list[float]:
@@ -153,7 +265,7 @@ def _instance(url: str, rounds: int, index: int, barrier: Barrier, base: int,
 
 
 def measure(url: str, instances: int, rounds: int) -> dict[str, Any]:
-    """Claim latency (all instances' samples) and the floor, in milliseconds."""
+    """Claim latency (all instances' samples) and the floors, in milliseconds."""
     # fork is quicker to start than spawn; the parent holds no loop or threads here
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context: Any = multiprocessing.get_context(method)
@@ -179,8 +291,10 @@ def measure(url: str, instances: int, rounds: int) -> dict[str, Any]:
     for proc in procs:
         proc.join()
     floor = asyncio.run(_floor_once(url, rounds))
+    write_floor = asyncio.run(_write_floor_once(url, rounds)) or floor
     claim_median = statistics.median(claims) * 1000
     floor_median = statistics.median(floor) * 1000 if floor else float("nan")
+    write_median = statistics.median(write_floor) * 1000 if write_floor else float("nan")
     store = STORE_OF_SCHEME[urlsplit(url).scheme]
     return {
         "backend": store, "instances": instances, "claims": len(claims),
@@ -190,6 +304,11 @@ def measure(url: str, instances: int, rounds: int) -> dict[str, Any]:
         "floor_median_ms": round(floor_median, 3),
         "floor_p99_ms": round(percentile(floor, 0.99) * 1000, 3) if floor else None,
         "ratio": round(claim_median / floor_median, 2) if floor else None,
+        "write_floor": WRITE_FLOOR_TEXT[store],
+        "write_floor_median_ms": round(write_median, 3),
+        "write_floor_p99_ms": (round(percentile(write_floor, 0.99) * 1000, 3)
+                               if write_floor else None),
+        "write_ratio": round(claim_median / write_median, 2) if write_floor else None,
     }
 
 

@@ -46,6 +46,7 @@ def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
             assert not in_ci(), f"CI needs every server: {row}"
             continue
         assert row["claim_median_ms"] > 0 and row["floor_median_ms"] > 0, row
+        assert row["write_floor_median_ms"] > 0 and row["write_ratio"] > 0, row
     beats = results["heartbeat"]
     assert [r["runs_in_flight"] for r in beats] == [1, 100, 1000]
     for row in beats:  # one round trip per heartbeat, whatever the runs in flight
