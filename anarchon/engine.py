@@ -55,6 +55,17 @@ BATCH_WINDOW_S = 0.0
 SAFETY_POLL = 30.0
 
 
+def jitter_cap_ms(jitter: float, slot: int, following: int | None) -> float:
+    """The most a claim of ``slot`` may wait: ``jitter``, but under half the gap to the
+    next slot. A wait past the next slot would let that slot be claimed first, and with
+    ``overlap="skip"`` one of the two would never run (an ``every 1s`` job with the
+    default 2 s jitter lost slots that way)."""
+    cap = jitter * 1000
+    if following is not None:
+        cap = min(cap, (following - slot) / 2)
+    return cap
+
+
 def default_instance_id() -> str:
     """``host:pid:random``: unique per process."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -255,17 +266,16 @@ class AsyncScheduler(JobRegistry):
         self._job_loops[job.name] = self._spawn(self._job_loop(job, after_ms))
 
     async def _job_loop(self, job: Job, after_ms: int | None = None) -> None:
-        after = self._now_ms() if after_ms is None else after_ms
-        while True:
-            slot = job.schedule.next_after(after)
-            if slot is None:
-                return
-            jitter_ms = random.uniform(0, job.jitter) * 1000
+        slot = job.schedule.next_after(self._now_ms() if after_ms is None else after_ms)
+        while slot is not None:
+            following = job.schedule.next_after(slot)
+            cap_ms = jitter_cap_ms(job.jitter, slot, following)
+            jitter_ms = random.uniform(0, cap_ms / 1000) * 1000
             if self.backend.supports_claim_batches:  # jobs due in one step claim together
-                jitter_ms = on_grid(jitter_ms, CLAIM_GRID_MS, job.jitter * 1000)
+                jitter_ms = on_grid(jitter_ms, CLAIM_GRID_MS, cap_ms)
             await self._sleep_until(slot + jitter_ms, shared=True)
-            after = slot
             self._spawn(self._claim_and_run(job, slot, "scheduled"))
+            slot = following
 
     async def _sleep_until(self, when_ms: float, shared: bool = False) -> None:
         # Sleep in bounded steps so a wall-clock step (NTP) is noticed. ``shared``: jobs

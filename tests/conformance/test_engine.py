@@ -17,6 +17,7 @@ import pytest
 from anarchon import AsyncScheduler, AsyncTracker, JobTimeout, RunContext, RunToken
 from anarchon.backends import Backend
 from anarchon.clock import OffsetClock
+from tests.conftest import only_lease_stores
 from tests.support import EventLog, run, wait_until
 
 LEASE, HEARTBEAT = 1.5, 0.2
@@ -56,6 +57,31 @@ def test_each_slot_starts_once_across_instances(make_backend: Callable[[], Backe
     taken = {e.slot for e in log.of("skip") if e.reason == "taken"}
     assert set(slots) <= taken | set(slots)
     assert log.of("skip") and all(e.reason == "taken" for e in log.of("skip"))
+
+
+@only_lease_stores("redis", "sqlite")
+def test_jitter_longer_than_the_interval_loses_no_slot(
+        make_backend: Callable[[], Backend]) -> None:
+    """``every 1s`` with the default 2 s jitter and ``overlap="skip"``: had a claim waited
+    past the next slot, that slot could win first and the earlier one be skipped for ever.
+    The wait is capped under half the gap, so every slot runs, once, in order."""
+    log = EventLog()
+    starts: list[int] = []
+
+    async def scenario() -> None:
+        schedulers = cluster(make_backend, 3, log, jitter=2)
+        for s in schedulers:
+            s.every("tick", "1s", lambda ctx: starts.append(ctx.slot), overlap="skip")
+            await s.start()
+        await wait_until(lambda: len(starts) >= 5, 15, "five slots")
+        for s in schedulers:
+            await s.stop()
+
+    run(scenario())
+    assert len(starts) == len(set(starts)), starts
+    first, last = min(starts), max(starts)
+    assert sorted(starts) == list(range(first, last + 1, 1000)), starts
+    assert not [e for e in log.of("skip") if e.reason == "overlap"]
 
 
 def test_late_claims_are_refused_by_the_store(make_backend: Callable[[], Backend]) -> None:

@@ -150,3 +150,12 @@ def test_catch_up_runs_only_the_newest_missed_slot(tmp_path: Path) -> None:
             await second.stop()
 
     asyncio.run(main())
+
+
+def test_jitter_is_capped_under_half_the_gap_to_the_next_slot() -> None:
+    from anarchon.engine import jitter_cap_ms
+
+    assert jitter_cap_ms(2.0, 0, 1000) == 500  # every 1s, default jitter: 0.5 s at most
+    assert jitter_cap_ms(2.0, 0, 60_000) == 2000  # every minute: the jitter as set
+    assert jitter_cap_ms(0.0, 0, 1000) == 0
+    assert jitter_cap_ms(2.0, 0, None) == 2000  # the last slot of an `at` job
