@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -414,8 +415,11 @@ class AsyncScheduler(JobRegistry):
     async def _detach(self, job: Job, run: HeldRun, lease: float) -> None:
         """Extend the lease of a detached run; whoever holds its token finishes it."""
         if isinstance(self.backend, LeaseBackend):
-            result = await self._store(job, self.backend.heartbeat(
-                self.instance_id, [run], [], to_ms(lease)))
+            # after any renewal in flight (the run is dropped from the keeper already)
+            guard = self._keeper.renewing if self._keeper else contextlib.nullcontext()
+            async with guard:
+                result = await self._store(job, self.backend.heartbeat(
+                    self.instance_id, [run], [], to_ms(lease)))
             # "lost" here is no news: the worker may already have finished it
             if result is not None and run.key not in result.lost and self._keeper is not None:
                 self._keeper.watch(run.key)  # if nobody finishes it, take it over

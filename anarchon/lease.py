@@ -52,6 +52,10 @@ class LeaseKeeper:
         self._on_expired = on_expired
         self._on_error = on_error
         self._wake = asyncio.Event()
+        #: held while a heartbeat is in flight. A write that changes a lease outside the
+        #: beat (a detached run's long lease) takes it too, after dropping the run: a
+        #: renewal sent before it but answered after it must not set the short lease again.
+        self.renewing = asyncio.Lock()
 
     def hold(self, held: Held) -> None:
         self.held[held.run.key] = held
@@ -87,6 +91,10 @@ class LeaseKeeper:
 
     async def beat(self) -> None:
         """One heartbeat: renew, read watched runs, and act on what came back."""
+        async with self.renewing:
+            await self._beat()
+
+    async def _beat(self) -> None:
         if not self.held and not self.watched:
             return
         held = list(self.held.values())
