@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -9,7 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,26 +24,37 @@ from tests.frameworks.celery.test_beats import HEARTBEAT, LEASE, SCHEDULER, requ
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def tracked(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
+@contextlib.contextmanager
+def tracked_cluster(tmp_path: Path, tag: str, entries: Callable[[str], dict[str, Any]]
+                    ) -> Iterator[tuple[CeleryCluster, str]]:
+    """Beats and workers with outcome tracking on a fresh Redis namespace (``tag_…``);
+    ``entries(namespace)`` gives the beat schedule (queues are named after it)."""
     require("the Redis broker", broker_available())
     spec = store("redis")
     require("redis", spec.unavailable())
-    ns = "cw_" + uuid.uuid4().hex[:10]
+    ns = tag + "_" + uuid.uuid4().hex[:10]
     url = spec.url_for(ns)
-    cluster = CeleryCluster(tmp_path, {
-        "queue": ns, "backend": url, "scheduler": SCHEDULER, "track": True, "entries": {
-            "ok": {"task": "t.ok", "every": 2},
-            "boom": {"task": "t.boom", "every": 2},
-            # the retry waits 2 s: long enough to see the note while the run is running
-            "retry": {"task": "t.retry_once", "every": 3, "kwargs": {"countdown": 2}},
-            "revoke": {"task": "t.ok", "every": 4, "options": {"countdown": 2.5}},
-            "hang": {"task": "t.hang", "every": 2, "options": {"queue": ns + "-hang"}},
-            "overlap": {"task": "t.ok", "every": 1, "kwargs": {"seconds": 2.5},
-                        "options": {"queue": ns + "-overlap"}},
-        }})
-    yield cluster, url
-    cluster.stop_all()
+    cluster = CeleryCluster(tmp_path, {"queue": ns, "backend": url, "scheduler": SCHEDULER,
+                                       "track": True, "entries": entries(ns)})
+    try:
+        yield cluster, url
+    finally:
+        cluster.stop_all()
+
+
+@pytest.fixture
+def tracked(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
+    with tracked_cluster(tmp_path, "cw", lambda ns: {
+        "ok": {"task": "t.ok", "every": 2},
+        "boom": {"task": "t.boom", "every": 2},
+        # the retry waits 2 s: long enough to see the note while the run is running
+        "retry": {"task": "t.retry_once", "every": 3, "kwargs": {"countdown": 2}},
+        "revoke": {"task": "t.ok", "every": 4, "options": {"countdown": 2.5}},
+        "hang": {"task": "t.hang", "every": 2, "options": {"queue": ns + "-hang"}},
+        "overlap": {"task": "t.ok", "every": 1, "kwargs": {"seconds": 2.5},
+                    "options": {"queue": ns + "-overlap"}},
+    }) as made:
+        yield made
 
 
 def history(url: str, name: str) -> list[RunRecord]:
@@ -139,20 +151,13 @@ def test_outcomes_from_a_real_worker(tracked: tuple[CeleryCluster, str]) -> None
 
 @pytest.fixture
 def prefork(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
-    require("the Redis broker", broker_available())
-    spec = store("redis")
-    require("redis", spec.unavailable())
-    ns = "cp_" + uuid.uuid4().hex[:10]
-    url = spec.url_for(ns)
-    cluster = CeleryCluster(tmp_path, {
-        "queue": ns, "backend": url, "scheduler": SCHEDULER, "track": True, "entries": {
-            "ok": {"task": "t.ok", "every": 2},
-            "boom": {"task": "t.boom", "every": 2},
-            # 10 s apart: the takeover of a killed run is not raced by the next slot
-            "hang": {"task": "t.hang", "every": 10, "options": {"queue": ns + "-hang"}},
-        }})
-    yield cluster, url
-    cluster.stop_all()
+    with tracked_cluster(tmp_path, "cp", lambda ns: {
+        "ok": {"task": "t.ok", "every": 2},
+        "boom": {"task": "t.boom", "every": 2},
+        # 10 s apart: the takeover of a killed run is not raced by the next slot
+        "hang": {"task": "t.hang", "every": 10, "options": {"queue": ns + "-hang"}},
+    }) as made:
+        yield made
 
 
 def test_outcomes_under_the_prefork_pool(prefork: tuple[CeleryCluster, str]) -> None:
