@@ -5,12 +5,11 @@ has hundreds of claims to send within a few milliseconds. A :class:`Batcher` col
 items submitted during one turn of the event loop (or within ``window`` seconds of the
 first) and sends them to the store in one call; each submitter awaits its own answer.
 
-The engine puts claims due close together on the same loop turn by rounding each job's
-jitter up to a small grid (:func:`on_grid`) and letting jobs due at the same instant
-share one timer (:class:`Wakeups`): jobs whose ``slot + jitter`` falls in the same grid
-step wake together and their claims become one batch. A lone claim is still one round
-trip, sent one loop turn later (its start may also move by up to one grid step, never
-beyond the job's ``jitter``).
+The engine's planner wakes once for every job whose ``slot + jitter`` falls due and
+sends their claims at once (:meth:`Batcher.send_all`); each job's jitter is rounded up
+to a small grid (:func:`on_grid`, never beyond the job's ``jitter``) so that jobs due
+within one grid step fall due together. Claims that do not come from the planner
+(catch-up, takeovers) and finishes are collected per loop turn (:meth:`Batcher.submit`).
 """
 
 from __future__ import annotations
@@ -58,8 +57,7 @@ def settle(futures: Sequence[asyncio.Future[R]],
     same exception to all (a failed call, or a reply of the wrong length). Futures already
     done (their waiter was cancelled) are left alone."""
     if not isinstance(answers, BaseException) and len(answers) != len(futures):
-        answers = RuntimeError(f"batched store call answered {len(answers)} item(s) for "
-                               f"{len(futures)}")
+        answers = _miscounted(len(answers), len(futures))
     for index, future in enumerate(futures):
         if future.done():
             continue
@@ -68,6 +66,10 @@ def settle(futures: Sequence[asyncio.Future[R]],
             future.set_exception(answer)
         else:
             future.set_result(answer)
+
+
+def _miscounted(answered: int, sent: int) -> RuntimeError:
+    return RuntimeError(f"batched store call answered {answered} item(s) for {sent}")
 
 
 class Batcher(Generic[T, R]):
@@ -120,6 +122,33 @@ class Batcher(Generic[T, R]):
                 self._timer = loop.call_soon(self._flush)
         return await future
 
+    async def send_all(self, items: Sequence[T]) -> list[R | Exception]:
+        """Send ``items`` now, gathered by the caller, and return one answer per item in
+        order (a value, or the exception for that item); calls of at most ``max_size``
+        items are sent concurrently. Cancelling the caller cancels the calls."""
+        if self._closed:
+            raise RuntimeError("batcher is closed: nothing more is sent to the store")
+        parts = chunks(items, self.max_size)
+        self.calls += len(parts)
+        self.items += len(items)
+        if len(parts) == 1:  # the usual case: no task per call
+            try:
+                replies: list[Sequence[R | Exception] | BaseException] = [
+                    await self._send(parts[0])]
+            except Exception as exc:
+                replies = [exc]
+        else:
+            replies = list(await asyncio.gather(*(self._send(part) for part in parts),
+                                                return_exceptions=True))
+        answers: list[R | Exception] = []
+        for part, reply in zip(parts, replies, strict=True):
+            if isinstance(reply, BaseException) and not isinstance(reply, Exception):
+                raise reply  # a cancellation: nothing was answered
+            if not isinstance(reply, BaseException) and len(reply) != len(part):
+                reply = _miscounted(len(reply), len(part))
+            answers.extend([reply] * len(part) if isinstance(reply, Exception) else reply)
+        return answers
+
     async def aclose(self) -> None:
         """Send nothing more: drop queued items (their waiters are cancelled) and cancel
         calls in flight, as cancelling a single store call would. Safe to call twice."""
@@ -158,36 +187,4 @@ class Batcher(Generic[T, R]):
             settle(futures, answers)
 
 
-class Wakeups:
-    """Sleepers due at the same instant share one timer (instead of one each).
-
-    ``sleep(key, delay)``: the first sleeper of ``key`` starts a timer of ``delay``
-    seconds; later sleepers of the same ``key`` wake with it. Each sleeper waits on its
-    own future, so cancelling one leaves the others asleep.
-    """
-
-    def __init__(self) -> None:
-        self._groups: dict[float, list[asyncio.Future[None]]] = {}
-
-    def __len__(self) -> int:
-        """How many instants have sleepers."""
-        return len(self._groups)
-
-    async def sleep(self, key: float, delay: float) -> None:
-        """Sleep until the timer of ``key`` fires (started ``delay`` s from now if new)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        group = self._groups.get(key)
-        if group is None:
-            group = self._groups[key] = []
-            loop.call_later(max(0.0, delay), self._wake, key)
-        group.append(future)
-        await future
-
-    def _wake(self, key: float) -> None:
-        for future in self._groups.pop(key, ()):
-            if not future.done():
-                future.set_result(None)
-
-
-__all__ = ["DEFAULT_MAX_SIZE", "Batcher", "Wakeups", "chunks", "on_grid", "settle"]
+__all__ = ["DEFAULT_MAX_SIZE", "Batcher", "chunks", "on_grid", "settle"]

@@ -29,7 +29,7 @@ from .backends.base import (
     RunState,
     Wakeup,
 )
-from .batching import Batcher, Wakeups, on_grid
+from .batching import Batcher, on_grid
 from .clock import SYSTEM_CLOCK, Clock, SystemClock
 from .context import AbortSignal, RunContext
 from .durations import DurationLike, parse_duration, to_ms
@@ -38,6 +38,7 @@ from .events import Event, EventType, Listener, Listeners
 from .history import JobInfo, RunReason, RunRecord
 from .jobs import Job, merge_data
 from .lease import Held, LeaseKeeper
+from .planning import Due, Plan
 from .registering import JobRegistry
 from .runner import Outcome, run_handler
 from .slots import ms_to_datetime
@@ -54,6 +55,8 @@ CLAIM_GRID_MS = 20.0
 BATCH_WINDOW_S = 0.0
 #: least interval of the trigger poll while the backend's wake-up channel is up (seconds)
 SAFETY_POLL = 30.0
+#: longest sleep of the planner: a wall-clock step (NTP) is noticed within this (seconds)
+MAX_NAP = 30.0
 
 
 def jitter_cap_ms(jitter: float, slot: int, following: int | None) -> float:
@@ -65,6 +68,15 @@ def jitter_cap_ms(jitter: float, slot: int, following: int | None) -> float:
     if following is not None:
         cap = min(cap, (following - slot) / 2)
     return cap
+
+
+def claim_delay_ms(job: Job, slot: int, following: int | None, grid_ms: float) -> float:
+    """How long after ``slot`` its claim is sent: a random draw up to the job's jitter
+    (capped by :func:`jitter_cap_ms`), rounded up to ``grid_ms`` when claims are batched
+    (never beyond the cap) so that jobs due within one grid step are claimed together."""
+    cap_ms = jitter_cap_ms(job.jitter, slot, following)
+    delay_ms = random.uniform(0, cap_ms / 1000) * 1000
+    return on_grid(delay_ms, grid_ms, cap_ms) if grid_ms > 0 else delay_ms
 
 
 def default_instance_id() -> str:
@@ -101,7 +113,10 @@ class AsyncScheduler(JobRegistry):
         self._listeners = Listeners()
         self._keeper: LeaseKeeper | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._job_loops: dict[str, asyncio.Task[None]] = {}
+        # every job's next slot; one task (the planner) sleeps until the earliest is due
+        self._plan = Plan()
+        self._planner: asyncio.Task[None] | None = None
+        self._replan: asyncio.Future[None] | None = None  # wakes the planner early
         self._runs: set[asyncio.Task[Any]] = set()
         self._active: dict[RunKey, Held] = {}  # every run executing here, leased or not
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,7 +126,6 @@ class AsyncScheduler(JobRegistry):
             lambda requests: self.backend.claim_many(requests), window=BATCH_WINDOW_S)
         self._finishes: Batcher[Finish, bool] = Batcher(
             lambda finishes: self.backend.finish_many(finishes), window=BATCH_WINDOW_S)
-        self._wakeups = Wakeups()
         # the backend's wake-up channel (Backend.watch): while it is up, triggers and
         # hand-overs arrive as messages and the trigger poll slows to a safety net
         self._channel_up = False
@@ -132,7 +146,9 @@ class AsyncScheduler(JobRegistry):
     def _emit(self, type_: EventType, name: str | None, slot: int | None = None,
               attempt: int | None = None, reason: str | None = None,
               error: BaseException | None = None) -> None:
-        self._listeners.emit(Event(type_, name, slot, attempt, reason, self.instance_id, error))
+        if self._listeners.wants(type_):  # most events have no listener: build nothing
+            self._listeners.emit(Event(type_, name, slot, attempt, reason, self.instance_id,
+                                       error))
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -172,6 +188,7 @@ class AsyncScheduler(JobRegistry):
             await self._catch_up(split_ms)
         for job in list(self._jobs.values()):
             self._schedule(job, after_ms=split_ms)
+        self._planner = self._spawn(self._plan_loop())
         if self.backend.supports_triggers and self._jobs:
             self._spawn(self._trigger_loop())
         if self._jobs and (self._keeper is not None or self.backend.supports_triggers):
@@ -190,8 +207,8 @@ class AsyncScheduler(JobRegistry):
         if self._closed or self._stopping:
             return
         self._stopping = True
-        for task in self._job_loops.values():
-            task.cancel()
+        if self._planner is not None:
+            self._planner.cancel()
         if self._keeper is not None:
             self._keeper.unwatch_all()
         for held in list(self._active.values()):
@@ -246,12 +263,7 @@ class AsyncScheduler(JobRegistry):
             self._on_loop(schedule)
 
     def _job_removed(self, name: str) -> None:
-        def cancel() -> None:
-            task = self._job_loops.pop(name, None)
-            if task is not None:
-                task.cancel()
-
-        self._on_loop(cancel)
+        self._on_loop(lambda: self._plan.remove(name))
 
     @staticmethod
     def _spec(job: Job) -> JobSpec:
@@ -263,31 +275,80 @@ class AsyncScheduler(JobRegistry):
         return int(self.clock.time() * 1000)
 
     def _schedule(self, job: Job, after_ms: int | None = None) -> None:
-        """Run ``job``'s slots after ``after_ms`` (default: now) as they fall due."""
-        self._job_loops[job.name] = self._spawn(self._job_loop(job, after_ms))
-
-    async def _job_loop(self, job: Job, after_ms: int | None = None) -> None:
+        """Plan ``job``'s slots after ``after_ms`` (default: now)."""
         slot = job.schedule.next_after(self._now_ms() if after_ms is None else after_ms)
-        while slot is not None:
-            following = job.schedule.next_after(slot)
-            cap_ms = jitter_cap_ms(job.jitter, slot, following)
-            jitter_ms = random.uniform(0, cap_ms / 1000) * 1000
-            if self.backend.supports_claim_batches:  # jobs due in one step claim together
-                jitter_ms = on_grid(jitter_ms, CLAIM_GRID_MS, cap_ms)
-            await self._sleep_until(slot + jitter_ms, shared=True)
-            self._spawn(self._claim_and_run(job, slot, "scheduled"))
-            slot = following
+        if slot is None:
+            self._plan.remove(job.name)
+        elif self._plan.put(self._due(job, slot)) and self._replan is not None:
+            _resolve(self._replan)  # due before the planner's wake-up: wake it now
 
-    async def _sleep_until(self, when_ms: float, shared: bool = False) -> None:
-        # Sleep in bounded steps so a wall-clock step (NTP) is noticed. ``shared``: jobs
-        # due at the same instant share one timer (with the real clock, when batching).
-        shared = (shared and self.backend.supports_claim_batches
-                  and isinstance(self.clock, SystemClock))
-        while (remaining := (when_ms - self._now_ms()) / 1000) > 0:
-            if shared and remaining <= 30.0:
-                await self._wakeups.sleep(when_ms, remaining)
+    def _due(self, job: Job, slot: int) -> Due:
+        following = job.schedule.next_after(slot)
+        grid = CLAIM_GRID_MS if self.backend.supports_claim_batches else 0.0
+        return Due(slot + claim_delay_ms(job, slot, following, grid), job.name, slot,
+                   following)
+
+    async def _plan_loop(self) -> None:
+        """Claim every job's slots as they fall due: one task for all jobs, asleep until
+        the earliest entry of the plan (or until a job is planned earlier)."""
+        while True:
+            due = self._plan.pop_due(self._now_ms())
+            if due:
+                self._claim_due(due)
+            at = self._plan.next_at()
+            if at is None:
+                await self._nap(None)
+            elif (wait := (at - self._now_ms()) / 1000) > 0:
+                await self._nap(min(wait, MAX_NAP))
             else:
-                await self.clock.sleep(min(remaining, 30.0))
+                await asyncio.sleep(0)  # more is due already (the clock jumped): let others run
+
+    async def _nap(self, seconds: float | None) -> None:
+        """Sleep ``seconds`` on the clock (``None``: until woken), or until
+        :meth:`_schedule` plans a job earlier."""
+        loop = asyncio.get_running_loop()
+        woken = self._replan = loop.create_future()
+        try:
+            if seconds is None:
+                await woken
+            elif isinstance(self.clock, SystemClock):  # one timer, no extra task
+                timer = loop.call_later(seconds, _resolve, woken)
+                try:
+                    await woken
+                finally:
+                    timer.cancel()
+            else:
+                sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
+                try:
+                    await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleeper.cancel()
+        finally:
+            self._replan = None
+
+    def _claim_due(self, due: list[Due]) -> None:
+        """Plan each job's next slot and claim the slots that fell due."""
+        claims: list[tuple[Job, int]] = []
+        for entry in due:
+            job = self._jobs.get(entry.name)
+            if job is None:
+                continue
+            try:
+                if entry.following is None:
+                    self._plan.remove(job.name)
+                else:
+                    self._plan.follow(self._due(job, entry.following))
+            except Exception as exc:  # one broken schedule must not stop the others
+                logger.exception("job %r: cannot plan the slot after %s; no more slots are "
+                                 "planned for it", job.name, entry.slot)
+                self._plan.remove(job.name)
+                self._emit("error", job.name, entry.slot, error=exc)
+            claims.append((job, entry.slot))
+        if self.backend.supports_claim_batches:  # one store call for all of them
+            self._spawn(self._claim_together(claims))
+        else:
+            for job, slot in claims:
+                self._spawn(self._claim_and_run(job, slot, "scheduled"))
 
     async def _recover(self) -> None:
         assert isinstance(self.backend, LeaseBackend) and self._keeper is not None
@@ -312,28 +373,63 @@ class AsyncScheduler(JobRegistry):
 
     # -- claiming and running ------------------------------------------------------------------
 
-    async def _claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
-                             expected_attempt: int = 0) -> None:
-        if not self.running:
-            return
-        request = ClaimRequest(
+    def _request(self, job: Job, slot: int, reason: ClaimReason,
+                 expected_attempt: int = 0) -> ClaimRequest:
+        return ClaimRequest(
             name=job.name, slot=slot, owner=self.instance_id, reason=reason,
             lease_ms=to_ms(self.options.lease), max_late_ms=to_ms(job.max_late),
             max_attempts=job.max_attempts, overlap=job.overlap,
             catch_up_ms=to_ms(job.catch_up), expected_attempt=expected_attempt,
         )
+
+    async def _claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
+                             expected_attempt: int = 0) -> None:
+        if not self.running:
+            return
+        request = self._request(job, slot, reason, expected_attempt)
         sent_at = time.monotonic()
-        outcome: str
         try:
             result = await (self._claims.submit(request)
                             if self.backend.supports_claim_batches
                             else self.backend.claim(request))
-            outcome, attempt = result.outcome, result.attempt
         except Exception as exc:
-            self._emit("error", job.name, slot, error=exc)
-            outcome, attempt = await self._confirm(request)
+            await self._claim_unknown(job, request, exc, sent_at)
+        else:
+            self._claimed(job, request, result.outcome, result.attempt, sent_at)
+
+    async def _claim_together(self, claims: list[tuple[Job, int]]) -> None:
+        """Claim slots that fell due together in as few store calls as the backend
+        allows (:meth:`Backend.claim_many`), then act on each answer."""
+        if not self.running:
+            return
+        requests = [self._request(job, slot, "scheduled") for job, slot in claims]
+        sent_at = time.monotonic()
+        answers = await self._claims.send_all(requests)
+        for (job, _), request, answer in zip(claims, requests, answers, strict=True):
+            if isinstance(answer, Exception):
+                self._spawn(self._claim_unknown(job, request, answer, sent_at))
+            else:
+                self._claimed(job, request, answer.outcome, answer.attempt, sent_at)
+
+    async def _claim_unknown(self, job: Job, request: ClaimRequest, error: Exception,
+                             sent_at: float) -> None:
+        """The claim failed and may or may not have been written: run only if the store
+        shows we own it."""
+        self._emit("error", job.name, request.slot, error=error)
+        try:
+            attempt = await self.backend.confirm(request)
+        except Exception as exc:
+            self._emit("error", request.name, request.slot, error=exc)
+            return
+        if attempt:
+            self._claimed(job, request, "won", attempt, sent_at)
+
+    def _claimed(self, job: Job, request: ClaimRequest, outcome: str, attempt: int,
+                 sent_at: float) -> None:
+        """Act on the store's answer to a claim: run it, back it up, or skip it."""
+        slot, reason = request.slot, request.reason
         if outcome == "won":
-            await self._execute(job, slot, attempt, reason, sent_at)
+            self._execute(job, slot, attempt, reason, sent_at)
         elif outcome == "exhausted":
             logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
                            job.name, slot, job.max_attempts)
@@ -346,17 +442,8 @@ class AsyncScheduler(JobRegistry):
                 outcome == "overlap" and reason != "takeover"):
             self._emit("skip", job.name, slot, reason=outcome)
 
-    async def _confirm(self, request: ClaimRequest) -> tuple[str, int]:
-        """After an ambiguous claim: run only if the store shows we own it."""
-        try:
-            attempt = await self.backend.confirm(request)
-        except Exception as exc:
-            self._emit("error", request.name, request.slot, error=exc)
-            return "unknown", 0
-        return ("won", attempt) if attempt else ("unknown", 0)
-
-    async def _execute(self, job: Job, slot: int, attempt: int, reason: RunReason,
-                       claimed_at: float) -> None:
+    def _execute(self, job: Job, slot: int, attempt: int, reason: RunReason,
+                 claimed_at: float) -> None:
         held = Held(HeldRun(job.name, slot, attempt), AbortSignal(), claimed_at)
         self._active[held.run.key] = held
         if self._keeper is not None:
@@ -622,6 +709,11 @@ def _describe(error: BaseException | None) -> str | None:
         return None
     text = "".join(traceback.format_exception_only(type(error), error)).strip()
     return text or type(error).__name__
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _log_crash(task: asyncio.Task[Any]) -> None:

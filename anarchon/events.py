@@ -47,6 +47,10 @@ class Listeners:
             raise TypeError(f"listener for {event!r} must be callable, got {listener!r}")
         self._by_type.setdefault(event, []).append(listener)
 
+    def wants(self, event: str) -> bool:
+        """Whether emitting ``event`` does anything (an error is logged even unheard)."""
+        return event == "error" or event in self._by_type
+
     def emit(self, event: Event) -> None:
         listeners = self._by_type.get(event.type, [])
         if event.type == "error" and not listeners:

@@ -113,6 +113,7 @@ COLUMNS: dict[str, list[Column]] = {
               ("expected", _g("expected")), ("dups", _g("duplicates")),
               ("delay p50 ms", _g("delay_after_slot_jitter", "p50_ms")),
               ("delay p99 ms", _g("delay_after_slot_jitter", "p99_ms")),
+              ("p99 after draw", _g("delay_after_slot_draw", "p99_ms")),
               ("CPU % max", _g("cpu_pct_max")), ("RSS MiB max", _g("peak_rss_mib_max")),
               ("calls/s/inst", lambda r: max(i["store_calls_per_s"]
                                              for i in r["per_instance"])),
@@ -143,7 +144,8 @@ TITLES = {
     "claims": "1. claim latency vs. store floor (N instances claim the same slot at once)",
     "heartbeat": "2. heartbeat cost, one instance (trips/heartbeat: Redis/Valkey client count)",
     "scale": "3. scale: jobs every interval on 3 instance processes "
-             "(delay = handler start - (slot + winner's jitter))",
+             "(delay = handler start - (slot + the winner's claim delay); "
+             "after draw: before grid rounding)",
     "idle": "4. idle cost: registered jobs, nothing due (cron once a year), default heartbeat",
     "handover": "5. hand-over (SIGTERM) and takeover (SIGKILL): signal -> backup's start",
     "peers": "6. Celery beat peers: 3 beats each, 100 entries every 1 s, one Redis; "

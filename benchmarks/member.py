@@ -9,15 +9,16 @@ writes a JSON result to ``result``.
 raises (so a graceful stop hands the run over); every start is appended to ``log`` as a
 JSON line with wall-clock ``t``. Runs until SIGTERM/SIGINT, as ``Scheduler.run()`` does.
 
-The worker records the jitter the engine drew for each slot by wrapping the engine's
-``random`` module reference in this process (``random.uniform`` is called once per slot
-in the job's loop task, and the run's tasks inherit that task's context).
+The worker records, for each slot, the claim delay the engine chose (its jitter draw,
+rounded up to the claim grid when claims are batched) and the raw draw, by wrapping
+``anarchon.engine.claim_delay_ms`` and the engine's ``random`` reference in this
+process; the handler looks its slot up. Entries of slots another instance won are
+pruned as time passes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import os
 import random
@@ -25,6 +26,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,9 @@ from anarchon import AsyncScheduler, RunContext, Scheduler, from_url
 from .common import usage
 from .instrumented import counted_backend, delta
 
-JITTER: contextvars.ContextVar[float | None] = contextvars.ContextVar("jitter", default=None)
+#: slot -> {job name: (raw draw ms, applied delay ms)}; the last draw of this process
+DELAYS: dict[int, dict[str, tuple[float, float]]] = {}
+_LAST_DRAW = [0.0]
 
 
 class _RecordingRandom:
@@ -42,11 +46,24 @@ class _RecordingRandom:
 
     def uniform(self, a: float, b: float) -> float:
         value = random.uniform(a, b)
-        JITTER.set(value)
+        _LAST_DRAW[0] = value * 1000  # the engine draws in seconds
         return value
 
     def __getattr__(self, name: str) -> Any:
         return getattr(random, name)
+
+
+def _recording_delay(original: Callable[..., float]) -> Callable[..., float]:
+    def claim_delay_ms(job: Any, slot: int, following: int | None, grid_ms: float) -> float:
+        applied = original(job, slot, following, grid_ms)
+        by_job = DELAYS.get(slot)
+        if by_job is None:
+            for old in [s for s in DELAYS if s < slot - 60_000]:
+                del DELAYS[old]  # slots long past: won elsewhere
+            by_job = DELAYS[slot] = {}
+        by_job[job.name] = (_LAST_DRAW[0], applied)
+        return applied
+    return claim_delay_ms
 
 
 def _read_go() -> tuple[float, float]:
@@ -65,16 +82,18 @@ async def _sleep_until(wall: float) -> None:
 
 async def load(config: dict[str, Any]) -> None:
     setattr(anarchon.engine, "random", _RecordingRandom())  # noqa: B010 - no such attribute to mypy
+    anarchon.engine.claim_delay_ms = _recording_delay(anarchon.engine.claim_delay_ms)
     counted = counted_backend(config["store"], config["url"])
     scheduler = AsyncScheduler(counted.backend, instance_id=config["instance"],
                                **config.get("options", {}))
-    window: list[float] = [0.0, float("inf")]
-    starts: list[tuple[str, int, int, float, float | None]] = []
+    window: list[float] = [float("inf"), float("inf")]  # nothing counts before "go"
+    starts: list[tuple[str, int, int, float, float | None, float | None]] = []
 
     async def handler(ctx: RunContext) -> None:
         now = time.time()
         if window[0] * 1000 <= ctx.slot < window[1] * 1000:
-            starts.append((ctx.name, ctx.slot, ctx.attempt, now, JITTER.get()))
+            drawn, applied = DELAYS.get(ctx.slot, {}).pop(ctx.name, (None, None))
+            starts.append((ctx.name, ctx.slot, ctx.attempt, now, drawn, applied))
 
     add = getattr(scheduler, config["kind"])
     for i in range(config["jobs"]):

@@ -2,7 +2,8 @@
 
 ``scale``: ``jobs`` jobs ``every`` ``interval`` on ``instances`` processes for ``seconds``:
 slots started / expected, duplicate starts, start delay after ``slot + jitter`` (the
-winner's own jitter draw), CPU seconds, peak RSS and store calls per instance.
+claim delay the winner's engine chose: its jitter draw rounded up to the 20 ms claim
+grid; also given after the raw draw), CPU seconds, peak RSS and store calls per instance.
 
 ``idle``: ``jobs`` jobs that are never due (cron once a year) for ``seconds``: CPU, RSS
 and store calls issued (plus Redis ``INFO commandstats`` deltas, server-wide).
@@ -101,18 +102,20 @@ def scale(store: str, base: str | None, workdir: Path, jobs: int, seconds: float
     per_slot: Counter[tuple[str, int]] = Counter()
     first_attempts: Counter[tuple[str, int]] = Counter()
     retries = 0
-    delays: list[float] = []
+    delays: list[float] = []  # after slot + the delay the engine chose
+    after_draw: list[float] = []  # after slot + the raw jitter draw (before grid rounding)
     after_slot: list[float] = []
     for m in members:
-        for name, slot, attempt, t, jitter in m["starts"]:
+        for name, slot, attempt, t, drawn_ms, applied_ms in m["starts"]:
             per_slot[(name, slot)] += 1
             after_slot.append(t - slot / 1000)
             if attempt == 1:
                 first_attempts[(name, slot)] += 1
             else:
                 retries += 1
-            if attempt == 1 and jitter is not None:
-                delays.append(t - slot / 1000 - jitter)
+            if attempt == 1 and applied_ms is not None:
+                delays.append(t - (slot + applied_ms) / 1000)
+                after_draw.append(t - (slot + drawn_ms) / 1000)
     slots_per_job = len([s for s in range(int(t0 * 1000), int((t0 + seconds) * 1000),
                                           int(interval * 1000))
                          if s % int(interval * 1000) == 0]) or int(seconds / interval)
@@ -127,6 +130,7 @@ def scale(store: str, base: str | None, workdir: Path, jobs: int, seconds: float
         "duplicate_first_attempts": sum(n - 1 for n in first_attempts.values()),
         "takeover_starts": retries,
         "delay_after_slot_jitter": summary_ms(delays),
+        "delay_after_slot_draw": summary_ms(after_draw),
         "delay_after_slot": summary_ms(after_slot),
         "cpu_pct_max": max(r["cpu_pct"] for r in rows),
         "peak_rss_mib_max": max(r["peak_rss_mib"] for r in rows),

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from anarchon.batching import Batcher, Wakeups, chunks, on_grid, settle
+from anarchon.batching import Batcher, chunks, on_grid, settle
 
 
 def test_chunks_keep_order_and_bound_size() -> None:
@@ -203,27 +203,52 @@ def test_aclose_cancels_queued_and_in_flight_calls_and_refuses_more() -> None:
     asyncio.run(main())
 
 
-def test_sleepers_of_one_instant_share_a_timer_and_cancel_alone() -> None:
+def test_send_all_answers_in_order_in_calls_of_max_size() -> None:
     async def main() -> None:
-        wakeups = Wakeups()
-        loop = asyncio.get_running_loop()
-        woke: list[tuple[str, float]] = []
-        started = loop.time()
+        calls: list[list[int]] = []
 
-        async def sleeper(name: str, key: float, delay: float) -> None:
-            await wakeups.sleep(key, delay)
-            woke.append((name, loop.time() - started))
+        async def send(items: list[int]) -> list[int | Exception]:
+            calls.append(items)
+            if 5 in items:
+                raise ConnectionError("store down")
+            if 7 in items:
+                return [0]  # a reply of the wrong length
+            return [i * 10 if i != 2 else ValueError("two") for i in items]
 
-        a = asyncio.ensure_future(sleeper("a", 1.0, 0.05))
-        b = asyncio.ensure_future(sleeper("b", 1.0, 0.5))  # same instant: a's timer
-        c = asyncio.ensure_future(sleeper("c", 2.0, 0.1))
-        await asyncio.sleep(0)
-        assert len(wakeups) == 2
-        c.cancel()
-        await asyncio.gather(a, b)
-        assert sorted(name for name, _ in woke) == ["a", "b"]
-        assert all(at < 0.4 for _, at in woke)
-        await asyncio.sleep(0.1)  # c's timer fires with nobody left to wake
-        assert len(wakeups) == 0 and c.cancelled()
+        batcher: Batcher[int, int] = Batcher(send, max_size=2)
+        answers = await batcher.send_all([1, 2, 3, 4, 5, 6, 7, 8])
+        assert sorted(calls) == [[1, 2], [3, 4], [5, 6], [7, 8]]
+        assert answers[:4] == [10, answers[1], 30, 40]
+        assert isinstance(answers[1], ValueError)  # that item alone failed
+        assert [type(a) for a in answers[4:]] == [ConnectionError, ConnectionError,
+                                                  RuntimeError, RuntimeError]
+        assert "answered 1 item(s) for 2" in str(answers[6])
+        assert (batcher.calls, batcher.items) == (4, 8)
+        calls.clear()
+        assert await batcher.send_all([3]) == [30] and calls == [[3]]  # one call, no task
+        await batcher.aclose()
+        with pytest.raises(RuntimeError, match="closed"):
+            await batcher.send_all([1])
+
+    asyncio.run(main())
+
+
+def test_send_all_is_cancelled_with_its_caller() -> None:
+    async def main() -> None:
+        started = asyncio.Event()
+
+        async def send(items: list[int]) -> list[int]:
+            started.set()
+            await asyncio.sleep(3600)
+            return items
+
+        for size in (1, 5):  # one call awaited inline, and calls gathered
+            batcher: Batcher[int, int] = Batcher(send, max_size=2)
+            started.clear()
+            caller = asyncio.ensure_future(batcher.send_all(list(range(size))))
+            await started.wait()
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
 
     asyncio.run(main())

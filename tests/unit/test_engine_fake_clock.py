@@ -88,6 +88,77 @@ def test_every_runs_exactly_at_its_slot(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def test_jobs_added_and_removed_while_running_are_planned_and_forgotten(tmp_path: Path
+                                                                        ) -> None:
+    async def main() -> None:
+        clock = anarchon.FakeClock(start=START)
+        scheduler = _scheduler(tmp_path / "x.db", clock, "a")
+        ran: list[tuple[str, int]] = []
+        scheduler.every("hourly", "1h", lambda ctx: ran.append((ctx.name, ctx.slot)))
+        done = _collect(scheduler, "success")
+        await scheduler.start()  # the planner sleeps towards the hour
+        try:
+            await _yield_to_loop()
+            # added while running: due long before the planner's wake-up, so it wakes it
+            scheduler.every("fast", "10s", lambda ctx: ran.append((ctx.name, ctx.slot)))
+            await _yield_to_loop()
+            clock.advance(7)  # 00:00:10
+            await _until(lambda: len(done) == 1)
+            assert ran == [("fast", SLOT_MS)]
+            scheduler.remove("fast")
+            await _yield_to_loop()
+            clock.advance(10)  # 00:00:20: removed, so not run
+            await _yield_to_loop()
+            await asyncio.sleep(0.2)  # (the store thread would have answered by now)
+            assert ran == [("fast", SLOT_MS)]
+            scheduler.every("fast", "10s", lambda ctx: ran.append((ctx.name, ctx.slot)))
+            await _yield_to_loop()
+            clock.advance(10)  # 00:00:30: added again, runs once (no stale entry)
+            await _until(lambda: len(done) == 2)
+            await asyncio.sleep(0.2)
+            assert ran == [("fast", SLOT_MS), ("fast", SLOT_MS + 20_000)]
+        finally:
+            await scheduler.stop()
+
+    asyncio.run(main())
+
+
+def test_a_schedule_that_fails_to_plan_stops_only_its_own_job(tmp_path: Path) -> None:
+    async def main() -> None:
+        clock = anarchon.FakeClock(start=START)
+        scheduler = _scheduler(tmp_path / "x.db", clock, "a")
+        ran: list[tuple[str, int]] = []
+        for name in ("bad", "good"):
+            scheduler.every(name, "10s", lambda ctx: ran.append((ctx.name, ctx.slot)))
+        schedule = scheduler._jobs["bad"].schedule
+        plain = schedule.next_after
+
+        def next_after(after_ms: int) -> int | None:
+            if after_ms > SLOT_MS:  # planning the slot after :20 (at :10) fails
+                raise RuntimeError("schedule broke")
+            return plain(after_ms)
+
+        schedule.next_after = next_after  # type: ignore[method-assign]
+        errors = _collect(scheduler, "error")
+        done = _collect(scheduler, "success")
+        await scheduler.start()
+        try:
+            await _yield_to_loop()
+            clock.advance(7)  # 00:00:10: both run; "bad" cannot plan its next slot
+            await _until(lambda: len(done) == 2)
+            assert [(e.name, e.slot, str(e.error)) for e in errors] == [
+                ("bad", SLOT_MS, "schedule broke")]
+            clock.advance(10)  # 00:00:20: only "good"
+            await _until(lambda: len(done) == 3)
+            await asyncio.sleep(0.2)
+            assert sorted(ran) == [("bad", SLOT_MS), ("good", SLOT_MS),
+                                   ("good", SLOT_MS + 10_000)]
+        finally:
+            await scheduler.stop()
+
+    asyncio.run(main())
+
+
 def test_two_instances_one_winner_the_other_skips_taken(tmp_path: Path) -> None:
     async def main() -> None:
         clock = anarchon.FakeClock(start=START)

@@ -1,0 +1,84 @@
+"""The plan: when each job's next slot is due, earliest first.
+
+One task of the engine sleeps until the earliest due time and claims everything due
+then, instead of one sleeping task per job: jobs due together wake together (one timer,
+one loop turn, one batched claim where the store allows it), and registered jobs cost a
+heap entry each, not a task.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Due:
+    """Slot ``slot`` of job ``name`` is to be claimed at ``at_ms`` (slot + jitter)."""
+
+    at_ms: float
+    name: str
+    slot: int
+    #: the slot after ``slot`` (``None``: the schedule has no more), computed once for
+    #: the jitter cap and reused as the job's next entry
+    following: int | None
+
+
+class Plan:
+    """Due entries in a heap; at most one live entry per job.
+
+    Replacing or removing a job only bumps its generation: stale entries are dropped when
+    they reach the top (cheaper than searching the heap).
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, int, Due]] = []
+        self._order = itertools.count()
+        self._generation: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        """Jobs with a live entry."""
+        return len(self._generation)
+
+    def put(self, due: Due) -> bool:
+        """Plan ``due`` as its job's only entry; True if it is now the earliest."""
+        # a fresh number, never reused: a removed job added again gets no stale entry back
+        generation = self._generation[due.name] = next(self._order)
+        self._push(due, generation)
+        return self._heap[0][3] is due
+
+    def follow(self, due: Due) -> bool:
+        """Plan ``due`` as the next entry of its job (whose entry was just popped), unless
+        the job was removed meanwhile; True if planned."""
+        generation = self._generation.get(due.name)
+        if generation is None:
+            return False
+        self._push(due, generation)
+        return True
+
+    def remove(self, name: str) -> None:
+        """Forget job ``name``: its entries never come due."""
+        self._generation.pop(name, None)
+
+    def pop_due(self, now_ms: float) -> list[Due]:
+        """Every live entry due at or before ``now_ms``, earliest first."""
+        heap, popped = self._heap, []
+        while heap and heap[0][0] <= now_ms:
+            _, _, generation, due = heapq.heappop(heap)
+            if self._generation.get(due.name) == generation:
+                popped.append(due)
+        return popped
+
+    def next_at(self) -> float | None:
+        """When the earliest live entry is due, or ``None`` if nothing is planned."""
+        heap = self._heap
+        while heap and self._generation.get(heap[0][3].name) != heap[0][2]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def _push(self, due: Due, generation: int) -> None:
+        heapq.heappush(self._heap, (due.at_ms, next(self._order), generation, due))
+
+
+__all__ = ["Due", "Plan"]
