@@ -50,8 +50,8 @@ logger = logging.getLogger("anarchon")
 #: together: one store call per step. Measured at 1,000 jobs/s on 3 instances: a 5 ms
 #: grid cost ~60 % more CPU (4x the calls) and gave no lower start delays
 CLAIM_GRID_MS = 20.0
-#: a batch of claims (or finishes) is sent this long after its first item; 0: on the
-#: next loop turn (jobs due on one grid step share one timer, so they wake together)
+#: a batch of finishes (or of catch-up and takeover claims) is sent this long after its
+#: first item; 0: on the next loop turn
 BATCH_WINDOW_S = 0.0
 #: least interval of the trigger poll while the backend's wake-up channel is up (seconds)
 SAFETY_POLL = 30.0
@@ -181,7 +181,7 @@ class AsyncScheduler(JobRegistry):
             self._spawn(self._keeper.run())
             self._spawn(self._watch_loop_lag())
             await self._recover()
-        # one instant splits the slots: up to it catch-up's, after it the job loops'
+        # one instant splits the slots: up to it catch-up's, after it the planner's
         # (two readings of the clock would let a slot fall between them, unclaimed)
         split_ms = self._now_ms()
         if self._keeper is not None:

@@ -50,11 +50,23 @@ def tracked(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
         # the retry waits 2 s: long enough to see the note while the run is running
         "retry": {"task": "t.retry_once", "every": 3, "kwargs": {"countdown": 2}},
         "revoke": {"task": "t.ok", "every": 4, "options": {"countdown": 2.5}},
-        "hang": {"task": "t.hang", "every": 2, "options": {"queue": ns + "-hang"}},
+        "hang": {"task": "t.hang", "every": HANG_EVERY, "options": {"queue": ns + "-hang"}},
         "overlap": {"task": "t.ok", "every": 1, "kwargs": {"seconds": 2.5},
                     "options": {"queue": ns + "-overlap"}},
     }) as made:
         yield made
+
+
+#: the "hang" entries' interval: a killed run's takeover (lease + a heartbeat after the
+#: kill) must come before the next slot, whose claim would replace the expired run
+HANG_EVERY = 10
+
+
+def just_after_a_hang_slot(cluster: CeleryCluster) -> None:
+    """Wait until a "hang" slot has just passed, so a kill now is taken over (within
+    LEASE + HEARTBEAT) long before the next slot is claimed."""
+    cluster.wait_for(lambda: 0.5 <= time.time() % HANG_EVERY < 1.5, HANG_EVERY + 2,
+                     "the second after a hang slot")
 
 
 def history(url: str, name: str) -> list[RunRecord]:
@@ -124,6 +136,7 @@ def test_outcomes_from_a_real_worker(tracked: tuple[CeleryCluster, str]) -> None
     # lease, a new worker runs it
     hung = cluster.wait_for(lambda: cluster.records("run", job="hang", attempt=1), 30,
                             "the hang task running")[0]
+    just_after_a_hang_slot(cluster)
     killed = cluster.kill("hang1")
     cluster.worker("hang2", queue + "-hang")
     hang = wait_history(cluster, url, "hang", lambda h: any(
@@ -154,8 +167,7 @@ def prefork(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
     with tracked_cluster(tmp_path, "cp", lambda ns: {
         "ok": {"task": "t.ok", "every": 2},
         "boom": {"task": "t.boom", "every": 2},
-        # 10 s apart: the takeover of a killed run is not raced by the next slot
-        "hang": {"task": "t.hang", "every": 10, "options": {"queue": ns + "-hang"}},
+        "hang": {"task": "t.hang", "every": HANG_EVERY, "options": {"queue": ns + "-hang"}},
     }) as made:
         yield made
 
@@ -187,6 +199,7 @@ def test_outcomes_under_the_prefork_pool(prefork: tuple[CeleryCluster, str]) -> 
     hung = cluster.wait_for(lambda: cluster.records("run", job="hang", attempt=1), 30,
                             "the hang task running in a pool process")[0]
     assert hung["pid"] != cluster.procs["hw"].pid
+    just_after_a_hang_slot(cluster)
     os.kill(hung["pid"], signal.SIGKILL)
     killed = time.time()
     hang = wait_history(cluster, url, "hang", lambda h: any(
