@@ -344,6 +344,8 @@ class AsyncScheduler(JobRegistry):
                 self._plan.remove(job.name)
                 self._emit("error", job.name, entry.slot, error=exc)
             claims.append((job, entry.slot))
+        if not claims:
+            return
         if self.backend.supports_claim_batches:  # one store call for all of them
             self._spawn(self._claim_together(claims))
         else:
