@@ -58,7 +58,10 @@ def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
     assert idle["store_calls_per_s"] <= 1.0, idle
     kinds = {r["kind"]: r for r in results["handover"]}
     assert kinds["graceful"]["trials"] == 2 and kinds["kill"]["trials"] == 2
-    assert kinds["kill"]["p50_ms"] >= 0.9 * 1000 * kinds["kill"]["lease"], kinds
+    # no takeover before the lease expires; it is timed from the kill, and the last renewal
+    # came up to one heartbeat before it (CI saw 1,794 ms with lease 2 s / heartbeat 0.25 s)
+    kill = kinds["kill"]
+    assert kill["p50_ms"] >= 1000 * (kill["lease"] - kill["heartbeat"]) - 50, kinds
     peers = {r["peer"]: r for r in results["peers"] if "error" not in r}
     assert set(peers) == {"stock beat", "anarchon_celery"}, results["peers"]
     stock, ours = peers["stock beat"], peers["anarchon_celery"]
