@@ -88,6 +88,15 @@ def test_every_runs_exactly_at_its_slot(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+def _succeeded(events: list[Event], name: str, slot: int) -> bool:
+    return any(e.type == "success" and e.name == name and e.slot == slot for e in events)
+
+
+# The store runs every call on one thread, in order: once the witness job's run of a slot
+# has finished (claim, then finish), a claim of that slot by any other job planned in the
+# same turn of the planner has been answered too. So "did not run" needs no sleep.
+
+
 def test_jobs_added_and_removed_while_running_are_planned_and_forgotten(tmp_path: Path
                                                                         ) -> None:
     async def main() -> None:
@@ -95,28 +104,59 @@ def test_jobs_added_and_removed_while_running_are_planned_and_forgotten(tmp_path
         scheduler = _scheduler(tmp_path / "x.db", clock, "a")
         ran: list[tuple[str, int]] = []
         scheduler.every("hourly", "1h", lambda ctx: ran.append((ctx.name, ctx.slot)))
+        scheduler.every("witness", "10s", lambda ctx: None)
         done = _collect(scheduler, "success")
-        await scheduler.start()  # the planner sleeps towards the hour
+        skips = _collect(scheduler, "skip")
+        await scheduler.start()
         try:
             await _yield_to_loop()
-            # added while running: due long before the planner's wake-up, so it wakes it
+            # added while the planner sleeps (until :10): due then too, so planned alike
             scheduler.every("fast", "10s", lambda ctx: ran.append((ctx.name, ctx.slot)))
             await _yield_to_loop()
             clock.advance(7)  # 00:00:10
-            await _until(lambda: len(done) == 1)
+            await _until(lambda: _succeeded(done, "fast", SLOT_MS)
+                         and _succeeded(done, "witness", SLOT_MS))
             assert ran == [("fast", SLOT_MS)]
             scheduler.remove("fast")
             await _yield_to_loop()
             clock.advance(10)  # 00:00:20: removed, so not run
-            await _yield_to_loop()
-            await asyncio.sleep(0.2)  # (the store thread would have answered by now)
+            await _until(lambda: _succeeded(done, "witness", SLOT_MS + 10_000))
             assert ran == [("fast", SLOT_MS)]
+            # added, removed and added again: the first entry for :30 is stale and must not
+            # come back (it would claim :30 a second time: a "taken" skip of our own run)
+            for step in ("every", "remove", "every"):
+                if step == "every":
+                    scheduler.every("fast", "10s",
+                                    lambda ctx: ran.append((ctx.name, ctx.slot)))
+                else:
+                    scheduler.remove("fast")
+                await _yield_to_loop()
+            clock.advance(10)  # 00:00:30
+            await _until(lambda: _succeeded(done, "fast", SLOT_MS + 20_000)
+                         and _succeeded(done, "witness", SLOT_MS + 20_000))
+            assert ran == [("fast", SLOT_MS), ("fast", SLOT_MS + 20_000)]
+            assert skips == []
+        finally:
+            await scheduler.stop()
+
+    asyncio.run(main())
+
+
+def test_an_added_job_due_before_the_planners_wake_up_wakes_it(tmp_path: Path) -> None:
+    async def main() -> None:
+        clock = anarchon.FakeClock(start=START)
+        scheduler = _scheduler(tmp_path / "x.db", clock, "a")
+        ran: list[tuple[str, int]] = []
+        scheduler.every("hourly", "1h", lambda ctx: ran.append((ctx.name, ctx.slot)))
+        done = _collect(scheduler, "success")
+        await scheduler.start()  # the planner sleeps towards the hour (30 s naps)
+        try:
+            await _yield_to_loop()
             scheduler.every("fast", "10s", lambda ctx: ran.append((ctx.name, ctx.slot)))
             await _yield_to_loop()
-            clock.advance(10)  # 00:00:30: added again, runs once (no stale entry)
-            await _until(lambda: len(done) == 2)
-            await asyncio.sleep(0.2)
-            assert ran == [("fast", SLOT_MS), ("fast", SLOT_MS + 20_000)]
+            clock.advance(7)  # 00:00:10, long before the planner's own wake-up
+            await _until(lambda: _succeeded(done, "fast", SLOT_MS))
+            assert ran == [("fast", SLOT_MS)]
         finally:
             await scheduler.stop()
 
@@ -145,12 +185,12 @@ def test_a_schedule_that_fails_to_plan_stops_only_its_own_job(tmp_path: Path) ->
         try:
             await _yield_to_loop()
             clock.advance(7)  # 00:00:10: both run; "bad" cannot plan its next slot
-            await _until(lambda: len(done) == 2)
+            await _until(lambda: _succeeded(done, "bad", SLOT_MS)
+                         and _succeeded(done, "good", SLOT_MS))
             assert [(e.name, e.slot, str(e.error)) for e in errors] == [
                 ("bad", SLOT_MS, "schedule broke")]
-            clock.advance(10)  # 00:00:20: only "good"
-            await _until(lambda: len(done) == 3)
-            await asyncio.sleep(0.2)
+            clock.advance(10)  # 00:00:20: only "good" ("good" is the witness)
+            await _until(lambda: _succeeded(done, "good", SLOT_MS + 10_000))
             assert sorted(ran) == [("bad", SLOT_MS), ("good", SLOT_MS),
                                    ("good", SLOT_MS + 10_000)]
         finally:
