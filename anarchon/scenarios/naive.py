@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..backends.base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
+from ..backends.sqlite.wal import use_wal
 from ..clock import SYSTEM_CLOCK
 from ..errors import StoreError
 from ..history import RunRecord, RunStatus
@@ -146,7 +147,7 @@ class NaiveSqliteBackend(NaiveSqlBackend):
     def _connect(self) -> sqlite3.Connection:
         connection = sqlite3.connect(self.database, isolation_level=None,
                                      check_same_thread=False, timeout=self.busy_timeout)
-        connection.execute("PRAGMA journal_mode=WAL")
+        use_wal(connection, self.busy_timeout)
         return connection
 
     async def close(self) -> None:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import sqlite3
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from anarchon import AsyncScheduler, IncompatibleStoreError, SqliteBackend, from_url
 from anarchon.backends.base import JobSpec
+from anarchon.backends.sqlite.wal import use_wal
 from tests.support import run
 
 
@@ -87,10 +91,84 @@ def test_other_format_version_is_refused(tmp_path: Path) -> None:
         run(SqliteBackend(str(path)).open())
 
 
+def _open_at_barrier(path: str, barrier: Any, answers: Any) -> None:
+    barrier.wait()
+    try:
+        run(SqliteBackend(path).open())
+        answers.put("opened")
+    except Exception as exc:  # reported to the test, which names it
+        answers.put(repr(exc))
+
+
+@pytest.mark.slow
+def test_processes_opening_a_new_file_together_all_open(tmp_path: Path) -> None:
+    # Two processes switching a new file to WAL at once: one used to get "database is
+    # locked" at once, busy timeout or not (a third of trials on this machine).
+    context = multiprocessing.get_context("fork")
+    for trial in range(20):
+        path = str(tmp_path / f"new-{trial}.db")
+        barrier, answers = context.Barrier(2), context.Queue()
+        processes = [context.Process(target=_open_at_barrier, args=(path, barrier, answers))
+                     for _ in range(2)]
+        for process in processes:
+            process.start()
+        results = [answers.get(timeout=30) for _ in processes]
+        for process in processes:
+            process.join(30)
+        assert results == ["opened", "opened"], f"trial {trial}: {results}"
+
+
+class _ReleasesOnBusy(sqlite3.Connection):
+    """Lets ``holder`` commit the first time a statement finds the file locked."""
+
+    holder: sqlite3.Connection | None = None
+    busy = 0
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)
+        except sqlite3.OperationalError:
+            self.busy += 1
+            if self.holder is not None:
+                self.holder.execute("COMMIT")
+                self.holder = None
+            raise
+
+
+def _locked_file(path: Path) -> sqlite3.Connection:
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def test_wal_switch_retries_while_the_file_is_locked(tmp_path: Path) -> None:
+    holder = _locked_file(tmp_path / "x.db")
+    connection = sqlite3.connect(tmp_path / "x.db", isolation_level=None, timeout=0,
+                                 factory=_ReleasesOnBusy)
+    assert isinstance(connection, _ReleasesOnBusy)
+    connection.holder = holder
+    use_wal(connection, timeout=5)
+    assert connection.busy == 1
+    assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    connection.close()
+    holder.close()
+
+
+def test_wal_switch_gives_up_after_its_timeout(tmp_path: Path) -> None:
+    holder = _locked_file(tmp_path / "x.db")
+    connection = sqlite3.connect(tmp_path / "x.db", isolation_level=None, timeout=0)
+    started = time.monotonic()
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        use_wal(connection, timeout=0.2)
+    assert time.monotonic() - started < 2
+    connection.close()
+    holder.execute("COMMIT")
+    holder.close()
+
+
 def test_blocked_event_loop_is_reported_with_the_job_name(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    import time
-
     async def blocker(ctx: object) -> None:
         time.sleep(0.8)  # noqa: ASYNC251 - blocking the loop is what is tested
 

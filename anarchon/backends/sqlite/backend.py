@@ -35,6 +35,7 @@ from ..base import (
     TriggerRequest,
 )
 from .schema import FORMAT_VERSION, Tables
+from .wal import use_wal
 
 T = TypeVar("T")
 MIN_SQLITE = (3, 35, 0)  # RETURNING and partial-index upserts
@@ -166,7 +167,7 @@ class SqliteBackend(LeaseBackend):
             self.database, isolation_level=None, check_same_thread=False,
             timeout=self.busy_timeout,
         )
-        connection.execute("PRAGMA journal_mode=WAL")
+        use_wal(connection, self.busy_timeout)
         connection.execute("PRAGMA synchronous=NORMAL")
         return connection
 
