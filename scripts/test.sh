@@ -1,16 +1,34 @@
 #!/usr/bin/env bash
 # The README's second command: set up, start every server the tests need, run all tests.
 # With arguments, they go to one pytest run (e.g. scripts/test.sh -m "not slow" tests/unit).
+#
+#   scripts/test.sh --setup-only        install everything the suite needs (venv, servers,
+#                                       tools, Chromium) and stop: the only step that needs
+#                                       the package registries
+#   ANARCHON_SKIP_SETUP=1 scripts/test.sh ...
+#                                       use what is installed; no registry is asked (CI runs
+#                                       it so in a network namespace with only loopback)
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
-setup_venv "dev,all,docs"
 cd "$ROOT"
 
-# The Django admin's real-browser test drives Debian's Chromium (as root on Debian only).
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
-   ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
-    echo "[test] installing chromium and chromium-driver" >&2
-    apt-get update -qq >&2 && apt-get install -y -qq chromium chromium-driver >&2
+install_browser() {
+    # The Django admin's real-browser test drives Debian's Chromium (as root on Debian only).
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
+       ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1; then
+        echo "[test] installing chromium and chromium-driver" >&2
+        apt-get update -qq >&2 && apt-get install -y -qq chromium chromium-driver >&2
+    fi
+}
+
+if [ "${1:-}" = "--setup-only" ]; then
+    setup_venv "dev,all,docs"
+    install_browser
+    exec "$VENV/bin/python" scripts/servers.py install --cluster
+fi
+if [ -z "${ANARCHON_SKIP_SETUP:-}" ]; then
+    setup_venv "dev,all,docs"
+    install_browser
 fi
 
 ENV_FILE="$ROOT/.servers.env"

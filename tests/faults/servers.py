@@ -97,6 +97,18 @@ class RedisLike:
             self.proc = None
 
 
+def postgres_binary(name: str) -> str | None:
+    """``initdb``/``pg_ctl`` as scripts/servers.py finds them: Debian's versioned
+    ``/usr/lib/postgresql/N/bin`` (newest first), then ``PATH``."""
+    base = Path("/usr/lib/postgresql")
+    dirs = sorted(base.glob("*/bin"), reverse=True,
+                  key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    for directory in dirs:
+        if (directory / name).is_file() and os.access(directory / name, os.X_OK):
+            return str(directory / name)
+    return shutil.which(name)
+
+
 def _as_postgres(cmd: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return cmd
@@ -107,9 +119,10 @@ class ThrowawayPostgres:
     """A PostgreSQL cluster made with initdb (about 2 s) and driven with pg_ctl."""
 
     def __init__(self) -> None:
-        initdb, self.pg_ctl = shutil.which("initdb"), shutil.which("pg_ctl")
+        initdb, self.pg_ctl = postgres_binary("initdb"), postgres_binary("pg_ctl")
         if initdb is None or self.pg_ctl is None:
-            raise FileNotFoundError("initdb/pg_ctl not on PATH")
+            raise FileNotFoundError("initdb/pg_ctl found neither in /usr/lib/postgresql/*/bin "
+                                    "nor on PATH (python scripts/servers.py install)")
         # not under pytest's tmp_path: its parents are private to us, not to 'postgres'
         self.folder = Path(tempfile.mkdtemp(prefix="anarchon-faults-pg-"))
         self.folder.chmod(0o755)

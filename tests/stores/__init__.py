@@ -3,7 +3,7 @@
 Each store module in this package defines ``STORE: StoreSpec``. A spec turns a unique
 namespace into a backend URL that :func:`anarchon.backends.from_url` understands, so the
 same backend can be rebuilt inside cluster worker processes. Servers are found through
-environment variables (set by ``scripts/servers.py``) with loopback defaults.
+environment variables (set by ``scripts/servers.py``); no test assumes a standard port.
 
 In CI (``CI`` set) a store whose server does not answer fails the tests instead of
 skipping them.
@@ -40,6 +40,12 @@ def all_stores() -> list[StoreSpec]:
         if isinstance(spec, StoreSpec):
             specs.append(spec)
     return sorted(specs, key=lambda s: s.id)
+
+
+def not_set(variable: str) -> str:
+    """Why a store whose URL variable is empty cannot be reached."""
+    return (f"{variable} is not set (run the tests with scripts/test.sh, or start servers "
+            "with python scripts/servers.py start and source .servers.env)")
 
 
 def in_ci() -> bool:

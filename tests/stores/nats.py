@@ -1,4 +1,4 @@
-"""NATS JetStream (claim-only): ``ANARCHON_NATS_URL``, default ``nats://127.0.0.1:4222``.
+"""NATS JetStream (claim-only): ``ANARCHON_NATS_URL`` (from ``scripts/servers.py``).
 
 Each namespace gets its own stream (the namespace upper-cased) and subject ``prefix``
 (``<namespace>.``). ``duplicate_window`` is 90 s so jobs with the default ``jitter`` and
@@ -13,9 +13,9 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import StoreSpec
+from . import StoreSpec, not_set
 
-BASE_URL = os.environ.get("ANARCHON_NATS_URL") or "nats://127.0.0.1:4222"
+BASE_URL = os.environ.get("ANARCHON_NATS_URL") or ""
 WINDOW = "90s"
 
 
@@ -33,10 +33,14 @@ def url_for(namespace: str, **options: str) -> str:
 
 
 def _unavailable() -> str | None:
+    if not BASE_URL:
+        return not_set("ANARCHON_NATS_URL")
     if importlib.util.find_spec("nats") is None:
         return 'nats-py is not installed (pip install "anarchon[nats]")'
     parts = urlsplit(BASE_URL.split(",")[0])
-    host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+    host, port = parts.hostname, parts.port
+    if host is None or port is None:
+        return "ANARCHON_NATS_URL names no host and port"
     try:
         with socket.create_connection((host, port), timeout=2.0) as sock:
             line = b""

@@ -1,4 +1,4 @@
-"""PostgreSQL: ``ANARCHON_POSTGRES_URL``, default ``postgresql://postgres@127.0.0.1:5432/test``.
+"""PostgreSQL: ``ANARCHON_POSTGRES_URL`` (from ``scripts/servers.py``).
 
 Each namespace becomes its own ``table`` (schema-qualified when
 ``ANARCHON_POSTGRES_SCHEMA`` is set), so tests share one database without seeing each
@@ -11,9 +11,9 @@ import hashlib
 import os
 import re
 
-from . import StoreSpec
+from . import StoreSpec, not_set
 
-BASE_URL = os.environ.get("ANARCHON_POSTGRES_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+BASE_URL = os.environ.get("ANARCHON_POSTGRES_URL") or ""
 SCHEMA = os.environ.get("ANARCHON_POSTGRES_SCHEMA") or ""
 
 
@@ -32,6 +32,8 @@ def _url(namespace: str) -> str:
 
 
 def _unavailable() -> str | None:
+    if not BASE_URL:
+        return not_set("ANARCHON_POSTGRES_URL")
     try:
         import psycopg
     except ImportError:

@@ -1,4 +1,4 @@
-"""RabbitMQ (claim-only): ``ANARCHON_RABBITMQ_URL``, default ``amqp://guest:guest@127.0.0.1:5672/``.
+"""RabbitMQ (claim-only): ``ANARCHON_RABBITMQ_URL`` (from ``scripts/servers.py``).
 
 Each namespace becomes its own queue ``prefix`` (``<namespace>.``). ``slot_ttl`` is 90 s so
 jobs with the default ``jitter`` (2 s) and ``max_late`` (60 s) can be added.
@@ -11,9 +11,9 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import StoreSpec
+from . import StoreSpec, not_set
 
-BASE_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or "amqp://guest:guest@127.0.0.1:5672/"
+BASE_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or ""
 SLOT_TTL = "90s"
 
 
@@ -26,10 +26,14 @@ def url_for(namespace: str, **options: str) -> str:
 
 
 def _unavailable() -> str | None:
+    if not BASE_URL:
+        return not_set("ANARCHON_RABBITMQ_URL")
     if importlib.util.find_spec("aio_pika") is None:
         return 'aio-pika is not installed (pip install "anarchon[rabbitmq]")'
     parts = urlsplit(BASE_URL)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 5672
+    host, port = parts.hostname, parts.port
+    if host is None or port is None:
+        return "ANARCHON_RABBITMQ_URL names no host and port"
     try:
         with socket.create_connection((host, port), timeout=2.0) as sock:
             sock.sendall(b"AMQP\x00\x00\x09\x01")

@@ -1,4 +1,4 @@
-"""Redis 7 (lease strategy): ``ANARCHON_REDIS_URL``, default ``redis://127.0.0.1:6379/0``.
+"""Redis 7 (lease strategy): ``ANARCHON_REDIS_URL`` (from ``scripts/servers.py``).
 
 Each namespace becomes its own key ``prefix``, so tests share one server without seeing
 each other's jobs.
@@ -11,9 +11,9 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import StoreSpec
+from . import StoreSpec, not_set
 
-BASE_URL = os.environ.get("ANARCHON_REDIS_URL") or "redis://127.0.0.1:6379/0"
+BASE_URL = os.environ.get("ANARCHON_REDIS_URL") or ""
 
 
 def url_with_prefix(base: str, namespace: str, scheme: str | None = None) -> str:
@@ -29,10 +29,14 @@ def url_with_prefix(base: str, namespace: str, scheme: str | None = None) -> str
 
 def redis_unavailable(url: str, variable: str) -> str | None:
     """None when ``PING`` at ``url`` answers ``PONG``, else why not."""
+    if not url:
+        return not_set(variable)
     if importlib.util.find_spec("redis") is None:
         return 'the redis package is not installed (pip install "anarchon[redis]")'
     parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 6379
+    host, port = parts.hostname, parts.port
+    if host is None or port is None:
+        return f"{variable} names no host and port"
     try:
         with socket.create_connection((host, port), timeout=1.0) as sock:
             if parts.password:

@@ -1,6 +1,7 @@
 """The Celery app the tests run in real beat and worker processes.
 
-Configured by the JSON in ``ANARCHON_CELERY_TEST``: ``broker``, ``queue``, ``backend``
+Configured by the JSON in ``ANARCHON_CELERY_TEST``: ``broker``, ``keyprefix`` (kombu's
+``global_keyprefix`` for every broker key), ``queue``, ``backend``
 (anarchon URL), ``scheduler`` (anarchon scheduler options), ``entries`` (name ->
 ``{"task", "every" | "crontab", "args", "kwargs", "options"}``), ``track`` (bool),
 ``store_pool`` (size of a blocking Redis pool: the backend is then built on the app's own
@@ -29,9 +30,9 @@ from anarchon_celery import token_from_request, track_outcomes
 CONFIG: dict[str, Any] = json.loads(os.environ.get("ANARCHON_CELERY_TEST") or "{}")
 _lock = threading.Lock()
 
-app = Celery("anarchon_test", broker=CONFIG.get("broker", "redis://127.0.0.1:6379/15"),
-             set_as_current=True)
+app = Celery("anarchon_test", broker=CONFIG.get("broker"), set_as_current=True)
 app.conf.update(
+    broker_transport_options={"global_keyprefix": CONFIG.get("keyprefix", "")},
     task_default_queue=CONFIG.get("queue", "celery"),
     timezone=CONFIG.get("timezone", "UTC"),
     broker_connection_retry_on_startup=True,

@@ -13,14 +13,23 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from tests.stores.redis import BASE_URL as REDIS_URL
 
 ROOT = Path(__file__).resolve().parents[3]
 APP = "tests.frameworks.celery.celeryapp"
 BROKER_DB = os.environ.get("ANARCHON_CELERY_BROKER_DB", "13")
-BROKER = f"redis://127.0.0.1:6379/{BROKER_DB}"
+# The rig's Redis (``ANARCHON_REDIS_URL``) in its own database; every broker key of this
+# test run starts with KEYPREFIX (kombu's ``global_keyprefix``) and is deleted at the end.
+BROKER = urlunsplit(urlsplit(REDIS_URL)._replace(path=f"/{BROKER_DB}", query="")
+                    ) if REDIS_URL else ""
+KEYPREFIX = f"anarchon-test-{uuid.uuid4().hex[:10]}:"
+TRANSPORT_OPTIONS = {"global_keyprefix": KEYPREFIX}
 
 
 class CeleryCluster:
@@ -29,7 +38,8 @@ class CeleryCluster:
     def __init__(self, tmp: Path, config: dict[str, Any]) -> None:
         self.tmp = tmp
         self.log = tmp / "log.jsonl"
-        self.config = {"broker": BROKER, "log": str(self.log), **config}
+        self.config = {"broker": BROKER, "keyprefix": KEYPREFIX, "log": str(self.log),
+                       **config}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def _spawn(self, name: str, args: list[str], config: dict[str, Any] | None = None
@@ -106,4 +116,29 @@ def broker_available() -> str | None:
     """None when the Redis broker answers."""
     from tests.stores.redis import redis_unavailable
 
-    return redis_unavailable(BROKER, "the Celery test broker")
+    if not BROKER:
+        return "ANARCHON_REDIS_URL is not set (start servers: python scripts/servers.py start)"
+    return redis_unavailable(BROKER, "the Celery test broker (ANARCHON_REDIS_URL)")
+
+
+def queue_length(queue: str) -> int:
+    """Messages waiting in ``queue`` on the test broker."""
+    import redis
+
+    client = redis.Redis.from_url(BROKER)
+    try:
+        return int(client.llen(KEYPREFIX + queue))
+    finally:
+        client.close()
+
+
+def delete_broker_keys() -> int:
+    """Delete every key this test run put on the broker; returns how many."""
+    import redis
+
+    client = redis.Redis.from_url(BROKER)
+    try:
+        keys = list(client.scan_iter(match=KEYPREFIX + "*", count=1000))
+        return int(client.delete(*keys)) if keys else 0
+    finally:
+        client.close()

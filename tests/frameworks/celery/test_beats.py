@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.frameworks.celery.harness import BROKER, CeleryCluster, broker_available
+from tests.frameworks.celery.harness import CeleryCluster, broker_available, queue_length
 from tests.stores import StoreSpec, all_stores, in_ci
 
 pytestmark = pytest.mark.slow
@@ -43,16 +43,6 @@ def require(what: str, reason: str | None) -> None:
 
 def store(spec_id: str) -> StoreSpec:
     return next(s for s in all_stores() if s.id == spec_id)
-
-
-def queue_length(queue: str) -> int:
-    import redis
-
-    client = redis.Redis.from_url(BROKER)
-    try:
-        return int(client.llen(queue))
-    finally:
-        client.close()
 
 
 def record(key: str, value: Any) -> None:

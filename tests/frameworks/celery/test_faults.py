@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from anarchon import RunRecord, Scheduler, from_url
-from tests.frameworks.celery.harness import CeleryCluster, broker_available
-from tests.frameworks.celery.test_beats import queue_length, record, require, store
+from tests.frameworks.celery.harness import CeleryCluster, broker_available, queue_length
+from tests.frameworks.celery.test_beats import record, require, store
 
 pytestmark = pytest.mark.slow
 

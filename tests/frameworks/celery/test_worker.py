@@ -18,7 +18,12 @@ import pytest
 from celery import Celery
 
 from anarchon import RunRecord, Scheduler, from_url
-from tests.frameworks.celery.harness import BROKER, CeleryCluster, broker_available
+from tests.frameworks.celery.harness import (
+    BROKER,
+    TRANSPORT_OPTIONS,
+    CeleryCluster,
+    broker_available,
+)
 from tests.frameworks.celery.test_beats import HEARTBEAT, LEASE, SCHEDULER, require, store
 
 pytestmark = pytest.mark.slow
@@ -96,6 +101,7 @@ def test_outcomes_from_a_real_worker(tracked: tuple[CeleryCluster, str]) -> None
     first = cluster.wait_for(lambda: cluster.records("publish", job="revoke"), 30,
                              "the revoke entry's publish")[0]
     control = Celery("control", broker=BROKER, set_as_current=False)
+    control.conf.broker_transport_options = TRANSPORT_OPTIONS
     control.control.revoke(first["id"])
     control.close()
 

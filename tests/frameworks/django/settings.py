@@ -5,7 +5,8 @@ processes (``manage.py anarchon run``):
 
 * ``ANARCHON_DJANGO_DB``: ``sqlite`` (default) or ``postgres``;
 * ``ANARCHON_DJANGO_SQLITE``: the SQLite file (default: a file in a temporary folder);
-* ``ANARCHON_DJANGO_PG``: the PostgreSQL database name (default ``test``);
+* ``ANARCHON_DJANGO_PG``: the database name (default ``test``) on the rig's PostgreSQL
+  server (``ANARCHON_POSTGRES_URL``);
 * ``ANARCHON_TEST_JOBS`` / ``ANARCHON_TEST_SCHEDULER``: JSON for ``ANARCHON["JOBS"]`` and
   ``ANARCHON["SCHEDULER"]``.
 """
@@ -16,6 +17,7 @@ import json
 import os
 import tempfile
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 SECRET_KEY = "anarchon-django-tests-not-secret"
 DEBUG = False
@@ -59,12 +61,15 @@ TEMPLATES = [{
 
 _DB = os.environ.get("ANARCHON_DJANGO_DB", "sqlite")
 if _DB == "postgres":
+    # the rig's server (scripts/servers.py), never an assumed standard port
+    _PG = urlsplit(os.environ["ANARCHON_POSTGRES_URL"])
     DATABASES: dict[str, Any] = {"default": {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": os.environ.get("ANARCHON_DJANGO_PG", "test"),
-        "USER": os.environ.get("ANARCHON_DJANGO_PG_USER", "postgres"),
-        "HOST": os.environ.get("ANARCHON_DJANGO_PG_HOST", "127.0.0.1"),
-        "PORT": os.environ.get("ANARCHON_DJANGO_PG_PORT", "5432"),
+        "USER": _PG.username or "postgres",
+        "PASSWORD": unquote(_PG.password or ""),
+        "HOST": _PG.hostname,
+        "PORT": str(_PG.port),
     }}
 else:
     _FILE = os.environ.get("ANARCHON_DJANGO_SQLITE") or os.path.join(

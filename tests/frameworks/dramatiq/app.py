@@ -44,11 +44,11 @@ def make_broker() -> Broker:
     if ENV["ADT_BROKER"] == "redis":
         from dramatiq.brokers.redis import RedisBroker
 
-        url = ENV.get("ANARCHON_REDIS_URL") or "redis://127.0.0.1:6379/0"
+        url = ENV["ANARCHON_REDIS_URL"]
         return RedisBroker(url=url, namespace=NAMESPACE)  # type: ignore[no-untyped-call]
     from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
-    url = ENV.get("ANARCHON_RABBITMQ_URL") or "amqp://guest:guest@127.0.0.1:5672/"
+    url = ENV["ANARCHON_RABBITMQ_URL"]
     return RabbitmqBroker(url=url, confirm_delivery=True)
 
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.stores import in_ci
+from tests.stores import in_ci, not_set
 from tests.stores.redis import BASE_URL as REDIS_URL
 from tests.stores.redis import STORE as REDIS_STORE
 from tests.stores.redis import redis_unavailable
 
-RABBITMQ_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or "amqp://guest:guest@127.0.0.1:5672/"
+RABBITMQ_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or ""
 
 
 def _missing(reason: str) -> None:
@@ -41,6 +41,8 @@ def _pika() -> Any:
 
 def rabbitmq_unavailable() -> str | None:
     """None when RabbitMQ at ``ANARCHON_RABBITMQ_URL`` accepts a connection."""
+    if not RABBITMQ_URL:
+        return not_set("ANARCHON_RABBITMQ_URL")
     try:
         pika = _pika()
     except ImportError:
