@@ -13,9 +13,21 @@ from typing import Any
 import pytest
 
 from anarchon.backends import Backend, from_url
-from tests.stores import StoreSpec, all_stores, in_ci
+from tests.stores import StoreSpec, all_stores, in_ci, issued
 
 STORES = all_stores()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove what the session's namespaces left on every store's server."""
+    for spec in STORES:
+        namespaces = issued(spec.id)
+        if not namespaces or spec.unavailable() is not None:
+            continue
+        try:
+            spec.purge(namespaces)
+        except Exception as exc:  # a clean-up must not hide the run's own result
+            print(f"\n[tests] could not remove the {spec.id} test data: {exc!r}")
 
 
 @pytest.hookimpl(hookwrapper=True)

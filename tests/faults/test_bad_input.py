@@ -154,10 +154,10 @@ CASES: list[tuple[str, Callable[[], object], type[Exception], tuple[str, ...]]] 
     ("history_ttl on rabbitmq", lambda: Scheduler(claim_only(
         "amqp://guest:guest@127.0.0.1/"), history_ttl="1h"), TypeError,
      ("history_ttl", "rabbitmq")),
-    ("history_ttl on nats", lambda: Scheduler(claim_only("nats://127.0.0.1:4222"),
+    ("history_ttl on nats", lambda: Scheduler(claim_only("nats://127.0.0.1:1"),
                                               history_ttl="1h"), TypeError,
      ("history_ttl", "nats")),
-    ("broker job name", lambda: Scheduler(claim_only("nats://127.0.0.1:4222")).every(
+    ("broker job name", lambda: Scheduler(claim_only("nats://127.0.0.1:1")).every(
         "nightly report", "1s", _handler), ValueError, ("nightly report", "nats")),
     ("max_late beyond slot_ttl", lambda: Scheduler(claim_only(
         "amqp://guest:guest@127.0.0.1/?slot_ttl=1m")).every(JOB, "1s", _handler,

@@ -2,7 +2,10 @@
 
 Each store module in this package defines ``STORE: StoreSpec``. A spec turns a unique
 namespace into a backend URL that :func:`anarchon.backends.from_url` understands, so the
-same backend can be rebuilt inside cluster worker processes. Servers are found through
+same backend can be rebuilt inside cluster worker processes. Every namespace handed out is
+remembered, and when the session ends each store removes what those namespaces left on its
+server (keys, tables, files, queues, streams): see ``pytest_sessionfinish`` in
+``tests/conftest.py``. Servers are found through
 environment variables (set by ``scripts/servers.py``); no test assumes a standard port.
 
 In CI (``CI`` set) a store whose server does not answer fails the tests instead of
@@ -14,8 +17,25 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+
+_ISSUED: defaultdict[str, set[str]] = defaultdict(set)
+
+
+def remember(store_id: str, namespace: str) -> None:
+    """Note that ``namespace`` was used on ``store_id`` (purged when the session ends)."""
+    _ISSUED[store_id].add(namespace)
+
+
+def issued(store_id: str) -> set[str]:
+    """The namespaces used on ``store_id`` so far."""
+    return set(_ISSUED.get(store_id, ()))
+
+
+def _keep(namespaces: set[str]) -> None:
+    """A store that leaves nothing behind (or whose data expires by itself)."""
 
 
 @dataclass(frozen=True)
@@ -24,11 +44,18 @@ class StoreSpec:
 
     id: str
     #: namespace (unique per test) -> backend URL for ``from_url``
-    url_for: Callable[[str], str]
+    make_url: Callable[[str], str]
     #: True for lease backends (the full conformance suite), False for claim-only
     lease: bool
     #: None when the server answers, else why not
     unavailable: Callable[[], str | None]
+    #: removes everything these namespaces created on the server
+    purge: Callable[[set[str]], None] = _keep
+
+    def url_for(self, namespace: str) -> str:
+        """The backend URL of ``namespace``, remembered so the session end purges it."""
+        remember(self.id, namespace)
+        return self.make_url(namespace)
 
 
 def all_stores() -> list[StoreSpec]:

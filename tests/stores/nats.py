@@ -13,7 +13,7 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import StoreSpec, not_set
+from . import StoreSpec, not_set, remember
 
 BASE_URL = os.environ.get("ANARCHON_NATS_URL") or ""
 WINDOW = "90s"
@@ -25,6 +25,7 @@ def stream_for(namespace: str) -> str:
 
 def url_for(namespace: str, **options: str) -> str:
     """The backend URL with this namespace's ``stream`` and ``prefix`` (plus ``options``)."""
+    remember("nats", namespace)
     parts = urlsplit(BASE_URL)
     query = dict(parse_qsl(parts.query))
     query.update(stream=stream_for(namespace), prefix=f"{namespace}.",
@@ -62,7 +63,30 @@ def _unavailable() -> str | None:
     return None
 
 
-STORE = StoreSpec(id="nats", url_for=url_for, lease=False, unavailable=_unavailable)
+def _purge(namespaces: set[str]) -> None:
+    """Delete the namespaces' streams."""
+    import asyncio
+
+    import nats
+    from nats.js.errors import NotFoundError
+
+    async def delete() -> None:
+        connection = await nats.connect(BASE_URL)
+        try:
+            jetstream = connection.jetstream()
+            for namespace in namespaces:
+                try:
+                    await jetstream.delete_stream(stream_for(namespace))
+                except NotFoundError:
+                    pass
+        finally:
+            await connection.close()
+
+    asyncio.run(delete())
+
+
+STORE = StoreSpec(id="nats", make_url=url_for, lease=False, unavailable=_unavailable,
+                  purge=_purge)
 
 
 async def cleanup(namespace: str, jobs: list[str]) -> None:

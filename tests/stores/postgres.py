@@ -47,4 +47,22 @@ def _unavailable() -> str | None:
     return None
 
 
-STORE = StoreSpec(id="postgres", url_for=_url, lease=True, unavailable=_unavailable)
+def _purge(namespaces: set[str]) -> None:
+    """Drop the tables of ``namespaces`` (the backend's table and its ``_…`` siblings)."""
+    import psycopg
+    from psycopg import sql
+
+    bases = [table_for(namespace).rsplit(".", 1)[-1] for namespace in namespaces]
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        current = conn.execute("SELECT current_schema()").fetchone()
+        schema = SCHEMA or str(current[0] if current else "public")
+        tables = [str(row[0]) for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", [schema])]
+        for table in tables:
+            if any(table == base or table.startswith(base + "_") for base in bases):
+                conn.execute(sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(
+                    sql.Identifier(schema, table)))
+
+
+STORE = StoreSpec(id="postgres", make_url=_url, lease=True, unavailable=_unavailable,
+                  purge=_purge)

@@ -11,7 +11,7 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from . import StoreSpec, not_set
+from . import StoreSpec, not_set, remember
 
 BASE_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or ""
 SLOT_TTL = "90s"
@@ -19,6 +19,7 @@ SLOT_TTL = "90s"
 
 def url_for(namespace: str, **options: str) -> str:
     """The backend URL with ``prefix=<namespace>.`` (plus ``options``) in its query."""
+    remember("rabbitmq", namespace)
     parts = urlsplit(BASE_URL)
     query = dict(parse_qsl(parts.query))
     query.update(prefix=f"{namespace}.", slot_ttl=SLOT_TTL, **options)
@@ -45,7 +46,37 @@ def _unavailable() -> str | None:
     return None
 
 
-STORE = StoreSpec(id="rabbitmq", url_for=url_for, lease=False, unavailable=_unavailable)
+def _purge(namespaces: set[str]) -> None:
+    """Delete the namespaces' job lists and history queues (gate queues expire by
+    themselves after ``slot_ttl``)."""
+    import asyncio
+
+    import aio_pika
+
+    from anarchon.backends.rabbitmq import RabbitMQBackend
+
+    async def delete() -> None:
+        connection = await aio_pika.connect(BASE_URL)
+        try:
+            channel = await connection.channel()
+            for namespace in namespaces:
+                backend = RabbitMQBackend.from_url(url_for(namespace))
+                await backend.open()
+                try:
+                    jobs = await backend.known_jobs()
+                finally:
+                    await backend.close()
+                for name in [*(backend.history_queue(job.name) for job in jobs),
+                             backend.jobs_queue]:
+                    await channel.queue_delete(name)
+        finally:
+            await connection.close()
+
+    asyncio.run(delete())
+
+
+STORE = StoreSpec(id="rabbitmq", make_url=url_for, lease=False, unavailable=_unavailable,
+                  purge=_purge)
 
 
 async def cleanup(namespace: str, jobs: list[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import socket
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from . import StoreSpec, not_set
@@ -52,6 +53,29 @@ def redis_unavailable(url: str, variable: str) -> str | None:
     return None
 
 
+def purge_keys(url: str, namespaces: set[str], cluster: bool = False) -> None:
+    """Delete every key at ``url`` whose name holds one of ``namespaces``."""
+    import redis
+    import redis.cluster
+
+    marks = [namespace.encode() for namespace in namespaces]
+    base = urlunsplit(urlsplit(url)._replace(query=""))
+    if cluster:
+        client: Any = redis.cluster.RedisCluster.from_url(base)
+        nodes = [client.get_redis_connection(node) for node in client.get_primaries()]
+    else:
+        client = redis.Redis.from_url(base)
+        nodes = [client]
+    try:
+        for node in nodes:
+            doomed = [key for key in node.scan_iter(count=1000)
+                      if any(mark in key for mark in marks)]
+            for key in doomed:  # one by one: keys of a cluster node may span slots
+                node.delete(key)
+    finally:
+        client.close()
+
+
 def _command(*words: str) -> bytes:
     out = [f"*{len(words)}\r\n".encode()]
     for word in words:
@@ -64,5 +88,6 @@ def _url(namespace: str) -> str:
     return url_with_prefix(BASE_URL, namespace)
 
 
-STORE = StoreSpec(id="redis", url_for=_url, lease=True,
-                  unavailable=lambda: redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL"))
+STORE = StoreSpec(id="redis", make_url=_url, lease=True,
+                  unavailable=lambda: redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL"),
+                  purge=lambda namespaces: purge_keys(BASE_URL, namespaces))

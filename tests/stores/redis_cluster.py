@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from . import StoreSpec
-from .redis import redis_unavailable, url_with_prefix
+from .redis import purge_keys, redis_unavailable, url_with_prefix
 
 BASE_URL = os.environ.get("ANARCHON_REDIS_CLUSTER_URL") or ""
 
@@ -17,5 +17,6 @@ def _unavailable() -> str | None:
     return redis_unavailable(BASE_URL, "ANARCHON_REDIS_CLUSTER_URL")
 
 
-STORE = StoreSpec(id="redis-cluster", url_for=lambda ns: url_with_prefix(BASE_URL, ns),
-                  lease=True, unavailable=_unavailable)
+STORE = StoreSpec(id="redis-cluster", make_url=lambda ns: url_with_prefix(BASE_URL, ns),
+                  lease=True, unavailable=_unavailable,
+                  purge=lambda namespaces: purge_keys(BASE_URL, namespaces, cluster=True))

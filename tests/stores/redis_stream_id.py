@@ -7,12 +7,13 @@ Same server as :mod:`tests.stores.redis` (``ANARCHON_REDIS_URL``); each namespac
 from __future__ import annotations
 
 from . import StoreSpec
-from .redis import BASE_URL, redis_unavailable, url_with_prefix
+from .redis import BASE_URL, purge_keys, redis_unavailable, url_with_prefix
 
 
 def _url(namespace: str) -> str:
     return url_with_prefix(BASE_URL, namespace) + "&strategy=stream-id"
 
 
-STORE = StoreSpec(id="redis-stream-id", url_for=_url, lease=False,
-                  unavailable=lambda: redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL"))
+STORE = StoreSpec(id="redis-stream-id", make_url=_url, lease=False,
+                  unavailable=lambda: redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL"),
+                  purge=lambda namespaces: purge_keys(BASE_URL, namespaces))

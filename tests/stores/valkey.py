@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from . import StoreSpec
-from .redis import redis_unavailable, url_with_prefix
+from .redis import purge_keys, redis_unavailable, url_with_prefix
 
 BASE_URL = os.environ.get("ANARCHON_VALKEY_URL") or ""
 
@@ -22,4 +22,5 @@ def _unavailable() -> str | None:
     return redis_unavailable(BASE_URL, "ANARCHON_VALKEY_URL")
 
 
-STORE = StoreSpec(id="valkey", url_for=_url, lease=True, unavailable=_unavailable)
+STORE = StoreSpec(id="valkey", make_url=_url, lease=True, unavailable=_unavailable,
+                  purge=lambda namespaces: purge_keys(BASE_URL, namespaces))

@@ -32,14 +32,14 @@ def test_defaults_when_the_setting_is_missing() -> None:
 
 def test_full_setting_is_parsed() -> None:
     parsed = parse({
-        "BACKEND": "redis://localhost:6379/0",
+        "BACKEND": "redis://localhost:1/0",
         "OPTIONS": {"prefix": "shop:"},
         "SCHEDULER": {"lease": "10s", "timezone": "Europe/Berlin"},
         "JOBS": {"nightly": {"callable": "reports.jobs.nightly", "cron": "0 2 * * *",
                              "timezone": "Europe/Berlin", "max_attempts": 1}},
         "AUTODISCOVER": ["jobs", "tasks"],
     })
-    assert parsed.backend == "redis://localhost:6379/0"
+    assert parsed.backend == "redis://localhost:1/0"
     assert parsed.options == {"prefix": "shop:"}
     assert parsed.scheduler_arguments() == {"lease": "10s", "timezone": "Europe/Berlin"}
     (job,) = parsed.jobs
@@ -107,7 +107,7 @@ def test_postgres_dsn_from_database_settings() -> None:
 
 
 def test_backend_from_url_dotted_path_and_instance() -> None:
-    redis = build_backend(parse({"BACKEND": "redis://localhost:6379", "OPTIONS": {
+    redis = build_backend(parse({"BACKEND": "redis://localhost:1", "OPTIONS": {
         "prefix": "shop:"}}))
     assert isinstance(redis, RedisBackend)
     dotted = build_backend(parse({"BACKEND": "anarchon.SqliteBackend",
