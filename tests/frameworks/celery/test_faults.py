@@ -22,7 +22,12 @@ from pathlib import Path
 import pytest
 
 from anarchon import RunRecord, Scheduler, from_url
-from tests.frameworks.celery.harness import CeleryCluster, broker_available, queue_length
+from tests.frameworks.celery.harness import (
+    KEYPREFIX,
+    CeleryCluster,
+    broker_available,
+    queue_length,
+)
 from tests.frameworks.celery.test_beats import record, require, store
 
 pytestmark = pytest.mark.slow
@@ -325,7 +330,7 @@ def test_broker_down_across_slots_is_recorded_never_silent(cluster: CeleryCluste
     cluster.wait_for(lambda: any(r["slot"] > up * 1000 for r in cluster.records("publish")),
                      10, "a slot after the outage published")
     assert set(Counter(r["slot"] for r in cluster.records("publish")).values()) == {1}
-    assert broker.llen(cluster.config["queue"]) == len(cluster.records("publish"))
+    assert broker.llen(KEYPREFIX + cluster.config["queue"]) == len(cluster.records("publish"))
     record("broker_outage", {"outage_s": round(up - down, 1), "slots": len(outage),
                              "failure": len(failures), "published_after_retry":
                                  len(retried)})
