@@ -1,8 +1,14 @@
-"""The ``anarchon`` command: read history and jobs from any store.
+"""The anarchon command: read jobs and history from any store.
 
-    anarchon jobs --backend sqlite:///jobs.db
-    anarchon history JOB --backend redis://localhost:6379 [--count 20] [--json]
-    anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
+Examples:
+
+  anarchon jobs --backend sqlite:///jobs.db
+  anarchon history JOB --backend redis://localhost:6379?prefix=cron: [--count 20] [--json]
+  anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
+
+Exit status: 0 on success, 1 when the store cannot be read or the job is unknown,
+2 for a usage error (a missing option, a malformed backend URL). Errors are one line on
+stderr; add --traceback to see where they came from.
 """
 
 from __future__ import annotations
@@ -16,24 +22,33 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .backends import from_url
+from .backends import Backend
+from .clierrors import CliFailure, UsageFailure, backend_for, check_readable, report
 from .engine import AsyncScheduler
 from .scenarios.cli import add_parser as add_scenarios_parser
 from .scenarios.cli import run as run_scenarios
 
+PROG = "anarchon"
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="anarchon", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("jobs", "list the jobs the store knows"),
-                       ("history", "show a job's newest attempts from all instances")):
-        sub = commands.add_parser(name, help=text)
-        sub.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND"),
-                         help="backend URL (default: $ANARCHON_BACKEND)")
-        sub.add_argument("--json", action="store_true", help="print JSON")
-        if name == "history":
-            sub.add_argument("job")
-            sub.add_argument("--count", type=int, default=20)
+    parser = argparse.ArgumentParser(
+        prog=PROG, description=__doc__.split("\n\n")[0].rstrip("."),
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND"),
+                       help="backend URL (default: $ANARCHON_BACKEND)")
+    store.add_argument("--traceback", action="store_true",
+                       help="print the full traceback of an error")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    jobs = commands.add_parser("jobs", parents=[store], help="list the jobs the store knows")
+    jobs.add_argument("--json", action="store_true", help="print JSON")
+    history = commands.add_parser("history", parents=[store],
+                                  help="show a job's newest attempts from all instances")
+    history.add_argument("job", help="the job's name (see: anarchon jobs)")
+    history.add_argument("--count", type=int, default=20, help="how many attempts (20)")
+    history.add_argument("--json", action="store_true", help="print JSON")
     add_scenarios_parser(commands)
     return parser
 
@@ -48,28 +63,27 @@ def _plain(value: Any) -> Any:
     return value
 
 
-async def _run(args: argparse.Namespace) -> list[Any]:
-    scheduler = AsyncScheduler(from_url(args.backend))
+async def _read(args: argparse.Namespace, backend: Backend) -> list[Any]:
+    scheduler = AsyncScheduler(backend)
     try:
+        jobs = list(await scheduler.jobs())
         if args.command == "jobs":
-            return list(await scheduler.jobs())
+            return jobs
+        if args.job not in {job.name for job in jobs}:
+            known = ", ".join(job.name for job in jobs) or "none"
+            raise CliFailure(f"unknown job {args.job!r} (jobs in this store: {known})")
         return list(await scheduler.history(args.job, args.count))
     finally:
         await scheduler.stop()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``anarchon`` console script."""
-    args = _parser().parse_args(argv)
-    if args.command == "scenarios":
-        return run_scenarios(args)
-    if not args.backend:
-        print("anarchon: give --backend URL or set ANARCHON_BACKEND", file=sys.stderr)
-        return 2
-    rows = asyncio.run(_run(args))
+def _print(args: argparse.Namespace, rows: list[Any]) -> None:
     if args.json:
         print(json.dumps([_plain(row) for row in rows], indent=2))
-        return 0
+        return
+    if not rows:
+        print("no jobs in this store" if args.command == "jobs" else "no runs yet",
+              file=sys.stderr)
     for row in rows:
         if args.command == "jobs":
             print(f"{row.name:30} {row.schedule}")
@@ -78,6 +92,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{row.started_at:%Y-%m-%d %H:%M:%S}  slot {row.scheduled_at:%H:%M:%S}  "
                   f"attempt {row.attempt}  {row.reason:9} {row.status:11} {duration:>9}  "
                   f"{row.instance_id}  {row.error or ''}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `anarchon` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "scenarios":
+        return run_scenarios(args)
+    try:
+        if not args.backend:
+            raise UsageFailure("give --backend URL or set ANARCHON_BACKEND")
+        if args.command == "history" and args.count < 1:
+            raise UsageFailure(f"--count must be at least 1, got {args.count}")
+        backend = backend_for(args.backend)
+        check_readable(backend)
+        _print(args, asyncio.run(_read(args, backend)))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        return report(f"{PROG} {args.command}", exc, args.backend, args.traceback)
     return 0
 
 

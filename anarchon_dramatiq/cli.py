@@ -19,9 +19,12 @@ from typing import Any
 
 import dramatiq
 
+from anarchon.clierrors import UsageFailure, report
 from anarchon.durations import parse_duration
 
 from .runner import build_scheduler
+
+PROG = "anarchon-dramatiq"
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -52,6 +55,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="log more (-v: debug)")
     parser.add_argument("--stop-timeout", default="30s",
                         help="how long a graceful stop waits for sends in progress")
+    parser.add_argument("--traceback", action="store_true",
+                        help="print the full traceback of an error")
     return parser.parse_args(argv)
 
 
@@ -77,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    backend_url: str | None = args.backend
     try:
         options: dict[str, Any] = {}
         for key in ("lease", "heartbeat", "jitter", "max_late"):
@@ -84,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if value is not None:
                 options[key] = parse_duration(_number(value), option=key)
         broker = load(args.modules, args.path)
-        backend = args.backend or os.environ.get("ANARCHON_BACKEND")
+        backend = backend_url = args.backend or os.environ.get("ANARCHON_BACKEND")
         if not backend:
             raise ValueError("--backend URL (or $ANARCHON_BACKEND) is required")
         scheduler = build_scheduler(
@@ -92,12 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             queue_lease=_number(args.queue_lease) if args.queue_lease else None,
             instance_id=args.instance_id, **options)
     except (ImportError, TypeError, ValueError) as exc:
-        print(f"anarchon-dramatiq: {exc}", file=sys.stderr)
-        return 2
+        return report(PROG, UsageFailure(str(exc)).with_traceback(exc.__traceback__),
+                      backend_url, args.traceback)
     logging.getLogger("anarchon.dramatiq").info(
         "scheduling %s on %s as %s", ", ".join(scheduler.job_names), scheduler.backend.name,
         scheduler.instance_id)
-    scheduler.run(stop_timeout=parse_duration(args.stop_timeout, option="stop_timeout"))
+    try:
+        scheduler.run(stop_timeout=parse_duration(args.stop_timeout, option="stop_timeout"))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        return report(PROG, exc, backend_url, args.traceback)
     return 0
 
 

@@ -2,7 +2,8 @@
 
 Environment overrides (all optional): ``EXAMPLE_DB`` (the SQLite file, default
 ``db.sqlite3`` beside ``manage.py``), ``EXAMPLE_ANARCHON_SCHEDULER`` (JSON merged into
-``ANARCHON["SCHEDULER"]``), ``REDIS_URL`` (Celery and Dramatiq broker, default
+``ANARCHON["SCHEDULER"]``), ``EXAMPLE_ANARCHON_BACKEND`` (a store URL instead of the
+project database), ``REDIS_URL`` (Celery and Dramatiq broker, default
 ``redis://localhost:6379/0``).
 """
 
@@ -66,7 +67,7 @@ DATABASES = {"default": {
 # `manage.py migrate && manage.py anarchon run` works with no server. Short lease and
 # heartbeat so a `kill -9` is visible within seconds (production: the defaults, 30 s / 5 s).
 ANARCHON: dict[str, Any] = {
-    "BACKEND": "django",
+    "BACKEND": os.environ.get("EXAMPLE_ANARCHON_BACKEND", "django"),
     "SCHEDULER": {"lease": "6s", "heartbeat": "1s", "jitter": "300ms",
                   **json.loads(os.environ.get("EXAMPLE_ANARCHON_SCHEDULER", "{}"))},
 }

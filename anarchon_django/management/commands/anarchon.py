@@ -10,9 +10,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from anarchon import Event, RunRecord
+from anarchon import Event, RunRecord, StoreError
+from anarchon.clierrors import describe
 
-from ...conf import SettingsError
+from ...conf import SettingsError, get_settings
 from ...runtime import build_scheduler, get_scheduler, history_all, job_names, job_rows, request_run
 
 logger = logging.getLogger("anarchon_django")
@@ -57,6 +58,11 @@ class Command(BaseCommand):
             handler(**options)
         except SettingsError as exc:
             raise CommandError(f"{exc} [{exc.check_id}]") from exc
+        except (StoreError, ImportError) as exc:
+            # one line naming the store (Django's own --traceback shows where it came from)
+            backend = get_settings().backend
+            raise CommandError(describe(exc, backend if isinstance(backend, str) else None)
+                               ) from exc
 
     # -- subcommands ---------------------------------------------------------------------
 

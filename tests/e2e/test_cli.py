@@ -1,0 +1,131 @@
+"""The commands answer like commands: one line on stderr naming the problem and the store
+(password redacted), exit 2 for usage and 1 for failures, a traceback only with
+``--traceback``, and a read-only command never creates a store. Real subprocess runs."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from anarchon import Scheduler, from_url
+from tests.e2e.support import ROOT, example_env, store_url
+
+pytestmark = pytest.mark.e2e
+
+PROJECT = ROOT / "example_project"
+
+
+def command(*args: str, cwd: Path = ROOT, module: str = "anarchon",
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd,
+                          env=env or example_env(), capture_output=True, text=True,
+                          timeout=60)
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("scheme", ["redis", "postgresql"])
+def test_unreachable_store_is_one_line_naming_it_without_password(scheme: str) -> None:
+    url = f"{scheme}://user:s3cret@127.0.0.1:{closed_port()}/0"
+    line = one_line_error(command("jobs", "--backend", url), 1)
+    assert line.startswith("anarchon jobs: ") and "cannot use the store" in line, line
+    assert f"user:***@127.0.0.1:{url.split(':')[-1].split('/')[0]}" in line, line
+    assert "s3cret" not in line
+
+
+def test_traceback_only_when_asked() -> None:
+    url = f"redis://127.0.0.1:{closed_port()}"
+    result = command("jobs", "--backend", url, "--traceback")
+    assert result.returncode == 1
+    assert "Traceback" in result.stderr and "StoreError" in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("anarchon jobs: ")
+
+
+@pytest.mark.parametrize("subcommand", [["jobs"], ["history", "sync"]])
+def test_missing_sqlite_file_is_not_created(tmp_path: Path, subcommand: list[str]) -> None:
+    result = command(*subcommand, "--backend", "sqlite:///typo.db", cwd=tmp_path)
+    line = one_line_error(result, 1)
+    assert f"no SQLite database at {tmp_path / 'typo.db'}" in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["jobs", "--backend", "nosuch://u:pw@host"], "invalid backend URL: unknown backend URL"),
+    (["jobs", "--backend", "sqlite://host/jobs.db"], "invalid SQLite URL"),
+    (["jobs"], "give --backend URL or set ANARCHON_BACKEND"),
+    (["history", "sync", "--count", "0", "--backend", "redis://:pw@127.0.0.1:1"],
+     "--count must be at least 1, got 0"),
+])
+def test_usage_errors_exit_2(args: list[str], needle: str, tmp_path: Path) -> None:
+    result = command(*args, cwd=tmp_path)
+    line = one_line_error(result, 2)
+    assert needle in line and "pw" not in line, line
+
+
+def test_history_of_an_unknown_job_fails_and_an_empty_one_says_so() -> None:
+    url = store_url("redis")
+    with Scheduler(from_url(url)) as scheduler:
+        scheduler.every("known", "1h", lambda ctx: None)
+    line = one_line_error(command("history", "nosuchjob", "--backend", url), 1)
+    assert "unknown job 'nosuchjob' (jobs in this store: known)" in line, line
+    result = command("history", "known", "--backend", url)
+    assert result.returncode == 0 and result.stdout == ""
+    assert result.stderr.strip() == "no runs yet"
+    listed = command("jobs", "--backend", url)
+    assert listed.returncode == 0 and listed.stdout.split() == ["known", "every", "1h"]
+
+
+def test_help_is_plain_text() -> None:
+    for args in (["--help"], ["jobs", "--help"], ["history", "--help"]):
+        result = command(*args)
+        assert result.returncode == 0, result.stderr
+        assert "``" not in result.stdout and "usage: anarchon" in result.stdout
+
+
+def test_anarchon_dramatiq_unreachable_store_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("dramatiq")
+    (tmp_path / "stubjobs.py").write_text(
+        "import dramatiq\nfrom dramatiq.brokers.stub import StubBroker\n"
+        "import anarchon_dramatiq\n"
+        "dramatiq.set_broker(StubBroker())\n"
+        "@anarchon_dramatiq.every('1h')\n@dramatiq.actor\ndef tick() -> None: ...\n")
+    url = f"redis://:s3cret@127.0.0.1:{closed_port()}"
+    result = command("stubjobs", "--backend", url, cwd=tmp_path, module="anarchon_dramatiq")
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"anarchon-dramatiq: redis://:***@127.0.0.1:{url.split(':')[-1]}: "
+                           "cannot use the store"), result.stderr
+    bad = command("stubjobs", "--backend", "nosuch://x", cwd=tmp_path,
+                  module="anarchon_dramatiq")
+    assert bad.returncode == 2 and "unknown backend URL scheme" in bad.stderr
+
+
+def test_manage_py_anarchon_unreachable_store_is_one_line(tmp_path: Path) -> None:
+    pytest.importorskip("django")
+    url = f"redis://:s3cret@127.0.0.1:{closed_port()}"
+    env = example_env(EXAMPLE_DB=str(tmp_path / "db.sqlite3"), EXAMPLE_ANARCHON_BACKEND=url,
+                      DJANGO_SETTINGS_MODULE="project.settings")
+    result = subprocess.run([sys.executable, "manage.py", "anarchon", "history"], cwd=PROJECT,
+                            env=env, capture_output=True, text=True, timeout=60)
+    line = one_line_error(result, 1)
+    assert line.startswith("CommandError: redis://:***@127.0.0.1:"), line
+    assert "cannot use the store" in line and "s3cret" not in line
