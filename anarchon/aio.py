@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 logger = logging.getLogger("anarchon")
 
-#: how often :func:`cancel_and_wait` cancels a task again that is still running
+#: how often `cancel_and_wait()` cancels a task again that is still running
 RECANCEL_EVERY = 0.1
 
 
@@ -49,7 +49,7 @@ async def cancel_and_wait(tasks: Iterable[asyncio.Future[Any]], timeout: float =
     ``timeout`` seconds (logged, then left alone).
 
     A task still running after a cancellation is cancelled again every
-    :data:`RECANCEL_EVERY` seconds: a library that swallows one cancellation (seen with
+    `RECANCEL_EVERY` seconds: a library that swallows one cancellation (seen with
     redis-py's pub/sub read on Python 3.11) gets another at its next ``await`` instead of
     blocking the caller for ever. Their exceptions are retrieved (never "never retrieved").
     """

@@ -1,15 +1,15 @@
 """Batching of store calls that fall due together (claims and finishes).
 
 Many jobs share a slot (``every 1s`` jobs all fire on the second), so one instance often
-has hundreds of claims to send within a few milliseconds. A :class:`Batcher` collects the
+has hundreds of claims to send within a few milliseconds. A `Batcher` collects the
 items submitted during one turn of the event loop (or within ``window`` seconds of the
 first) and sends them to the store in one call; each submitter awaits its own answer.
 
 The engine's planner wakes once for every job whose ``slot + jitter`` falls due and
-sends their claims at once (:meth:`Batcher.send_all`); each job's jitter is rounded up
-to a small grid (:func:`on_grid`, never beyond the job's ``jitter``) so that jobs due
+sends their claims at once (`Batcher.send_all()`); each job's jitter is rounded up
+to a small grid (`on_grid()`, never beyond the job's ``jitter``) so that jobs due
 within one grid step fall due together. Claims that do not come from the planner
-(catch-up, takeovers) and finishes are collected per loop turn (:meth:`Batcher.submit`).
+(catch-up, takeovers) and finishes are collected per loop turn (`Batcher.submit()`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Clocks. The engine reads wall time for slots and monotonic time for leases.
 
-Tests inject :class:`FakeClock` to make slot maths, DST and catch-up deterministic.
+Tests inject `FakeClock` to make slot maths, DST and catch-up deterministic.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ AbortReason = Literal["stop", "timeout", "lost"]
 class AbortSignal:
     """Tells a handler to stop: on ``stop()``, on ``timeout``, or when a backup took over.
 
-    Sync handlers poll :attr:`aborted` or sleep with :meth:`wait`; async handlers use
-    :meth:`wait_async` (their task is also cancelled on abort).
+    Sync handlers poll `aborted` or sleep with `wait()`; async handlers use
+    `wait_async()` (their task is also cancelled on abort).
     """
 
     def __init__(self) -> None:
@@ -42,7 +42,7 @@ class AbortSignal:
         return self._reason
 
     def raise_if_aborted(self) -> None:
-        """Raise :class:`anarchon.Aborted` if the signal is aborted."""
+        """Raise [`anarchon.Aborted`][anarchon.Aborted] if the signal is aborted."""
         if self._reason is not None:
             raise Aborted(self._reason)
 
@@ -51,7 +51,7 @@ class AbortSignal:
         return self._event.wait(seconds)
 
     async def wait_async(self, seconds: float | None = None) -> bool:
-        """The awaitable twin of :meth:`wait`."""
+        """The awaitable twin of `wait()`."""
         if self.aborted:
             return True
         event = asyncio.Event()
@@ -144,7 +144,7 @@ class RunContext:
         """Leave the run open when the handler returns: something else finishes it.
 
         Used by task-queue integrations: the handler enqueues a message carrying the
-        token's headers, and a worker finishes the run with :class:`anarchon.Tracker`.
+        token's headers, and a worker finishes the run with [`anarchon.Tracker`][anarchon.Tracker].
         The lease is set to ``lease`` (time allowed in the queue); if nobody renews or
         finishes it by then, a backup takes the slot over as a new attempt.
         """
@@ -160,5 +160,5 @@ class RunContext:
 
     @property
     def detached_lease(self) -> float | None:
-        """The lease set by :meth:`detach`, or ``None`` if the run was not detached."""
+        """The lease set by `detach()`, or ``None`` if the run was not detached."""
         return self._detached.get("lease")

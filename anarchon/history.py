@@ -15,7 +15,8 @@ class RunRecord:
     """One attempt at one slot, as stored; the same from every instance.
 
     ``error``: a finished attempt's error text (None on success); on a ``running``
-    attempt, the latest note a worker left (:meth:`anarchon.AsyncTracker.note`, e.g.
+    attempt, the latest note a worker left
+    ([`anarchon.AsyncTracker.note()`][anarchon.tracking.AsyncTracker.note], e.g.
     ``"retrying: …"``), replaced when the attempt ends.
     """
 

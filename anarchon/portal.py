@@ -11,7 +11,7 @@ T = TypeVar("T")
 
 
 class Portal:
-    """Starts its loop thread on first use; :meth:`call` runs a coroutine there."""
+    """Starts its loop thread on first use; `call()` runs a coroutine there."""
 
     def __init__(self, name: str = "anarchon-loop") -> None:
         self._name = name

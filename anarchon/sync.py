@@ -1,4 +1,4 @@
-"""Scheduler: the blocking face of :class:`AsyncScheduler` for threaded programs.
+"""Scheduler: the blocking face of [`AsyncScheduler`][anarchon.AsyncScheduler] for threads.
 
 The engine runs on an event loop in a background thread; every call is forwarded to it.
 """
@@ -29,8 +29,9 @@ class Scheduler:
     """Runs jobs from a threaded (or plain) Python program.
 
     ``Scheduler(backend=..., **options)`` takes the same arguments as
-    :class:`AsyncScheduler`. ``run()`` blocks until SIGINT/SIGTERM and then stops
-    gracefully; ``start()``/``stop()`` run it in the background.
+    [`AsyncScheduler`][anarchon.AsyncScheduler] (see [Options](../options.md)). ``run()``
+    blocks until SIGINT/SIGTERM and then stops gracefully; ``start()``/``stop()`` (or
+    ``with Scheduler(...) as scheduler:``) run it in the background.
     """
 
     def __init__(self, backend: Backend | None = None, *, instance_id: str | None = None,
@@ -42,10 +43,12 @@ class Scheduler:
 
     @property
     def instance_id(self) -> str:
+        """This instance's id, recorded with each attempt it runs (default host:pid:random)."""
         return self.core.instance_id
 
     @property
     def backend(self) -> Backend:
+        """The store this scheduler claims in."""
         return self.core.backend
 
     @overload
@@ -58,7 +61,8 @@ class Scheduler:
 
     def every(self, name: str | None = None, interval: Any = None,
               handler: Handler | None = None, **options: Any) -> Any:
-        """See :meth:`AsyncScheduler.every`; chainable with a handler, else a decorator."""
+        """See [`AsyncScheduler.every()`][anarchon.AsyncScheduler.every]; chainable with a handler,
+        else a decorator."""
         result = self.core.every(name, interval, handler, **options)
         return self if handler is not None else result
 
@@ -71,7 +75,7 @@ class Scheduler:
 
     def cron(self, name: str | None = None, expr: Any = None, handler: Handler | None = None,
              **options: Any) -> Any:
-        """See :meth:`AsyncScheduler.cron`."""
+        """See [`AsyncScheduler.cron()`][anarchon.AsyncScheduler.cron]."""
         result = self.core.cron(name, expr, handler, **options)
         return self if handler is not None else result
 
@@ -84,19 +88,21 @@ class Scheduler:
 
     def at(self, name: str | None = None, when: Any = None, handler: Handler | None = None,
            **options: Any) -> Any:
-        """See :meth:`AsyncScheduler.at`."""
+        """See [`AsyncScheduler.at()`][anarchon.AsyncScheduler.at]."""
         result = self.core.at(name, when, handler, **options)
         return self if handler is not None else result
 
     def schedule(self, name: str | None = None, schedule: Any = None,
                  handler: Handler | None = None, **options: Any) -> Any:
-        """See :meth:`AsyncScheduler.schedule` (a custom :class:`anarchon.slots.Schedule`)."""
+        """See [`AsyncScheduler.schedule()`][anarchon.AsyncScheduler.schedule] (a custom
+        [`anarchon.slots.Schedule`][anarchon.slots.Schedule])."""
         result = self.core.schedule(name, schedule, handler, **options)
         return self if handler is not None else result
 
     def register(self, obj: object, prefix: str = "",
                  defaults: dict[str, Any] | None = None) -> list[str]:
-        """Register ``obj``'s job-marked methods (see :meth:`AsyncScheduler.register`)."""
+        """Register ``obj``'s job-marked methods (see
+        [`AsyncScheduler.register()`][anarchon.AsyncScheduler.register])."""
         return self.core.register(obj, prefix=prefix, defaults=defaults)
 
     def _add(self, kind: str, name: str, when: Any, handler: Handler,
@@ -115,15 +121,40 @@ class Scheduler:
         return self.core.on(event, listener)
 
     def next_run(self, name: str) -> datetime | None:
+        """The next slot of ``name`` as an aware UTC datetime, or ``None`` if none is left.
+
+        Pure (no I/O); raises [`JobNotFoundError`][anarchon.errors.JobNotFoundError] for a
+        job not registered here.
+        """
         return self.core.next_run(name)
 
     def next_runs(self, name: str, count: int = 5, after: datetime | None = None
                   ) -> list[datetime]:
+        """The next ``count`` slots of ``name`` after ``after`` (an aware datetime; default
+        now), as aware UTC datetimes. Pure: the way to check the slot maths, DST included."""
         return self.core.next_runs(name, count, after)
 
     @property
     def job_names(self) -> list[str]:
+        """Names of the jobs registered on this instance, in registration order."""
         return self.core.job_names
+
+    def lease_remaining(self, name: str, slot: int, attempt: int | None = None
+                        ) -> float | None:
+        """Seconds the lease of run ``(name, slot)`` is known to last on this instance.
+
+        See [`AsyncScheduler.lease_remaining()`][anarchon.AsyncScheduler.lease_remaining]:
+        ``None`` when this instance does not hold that run (or ``attempt`` differs); a small
+        or negative value after a pause past the lease. Call it from a handler right before
+        an action that must happen at most once.
+        """
+        if not self._portal.active:
+            return self.core.lease_remaining(name, slot, attempt)
+
+        async def read() -> float | None:
+            return self.core.lease_remaining(name, slot, attempt)
+
+        return self._call(read())
 
     # -- the loop thread -------------------------------------------------------------------
 
@@ -143,7 +174,8 @@ class Scheduler:
         self._call(self.core.start())
 
     def stop(self, timeout: DurationLike = 30) -> None:
-        """Graceful stop (see :meth:`AsyncScheduler.stop`); blocks until it is done."""
+        """Graceful stop (see [`AsyncScheduler.stop()`][anarchon.AsyncScheduler.stop]); blocks
+        until it is done."""
         if not self._portal.active:
             return
         try:
@@ -186,7 +218,7 @@ class Scheduler:
 
     def trigger(self, name: str, data: Any = None) -> str:
         """Request a run of ``name`` that one running instance executes (see
-        :meth:`AsyncScheduler.trigger`); returns the request id."""
+        [`AsyncScheduler.trigger()`][anarchon.AsyncScheduler.trigger]); returns the request id."""
         return self._call(self.core.trigger(name, data))
 
     def history(self, name: str, count: int = 20) -> list[RunRecord]:
@@ -194,9 +226,12 @@ class Scheduler:
         return self._call(self.core.history(name, count))
 
     def last_run(self, name: str) -> RunRecord | None:
+        """The newest attempt of ``name`` from any instance, or ``None`` (connects on demand)."""
         return self._call(self.core.last_run(name))
 
     def jobs(self) -> list[JobInfo]:
+        """Jobs registered here plus jobs other instances registered in the store, by name
+        (connects on demand: works in a process that registers no jobs)."""
         return self._call(self.core.jobs())
 
     def close(self) -> None:

@@ -1,10 +1,11 @@
 """Finishing detached runs from another process: a task queue worker reports outcomes.
 
 A scheduler handler calls ``token = ctx.detach()`` and sends a message carrying
-``token.to_headers()``; the worker that executes the message uses a :class:`Tracker`
-(blocking) or :class:`AsyncTracker` to keep the run's lease alive while it works, to
-note what is happening (e.g. a retry) and to record the outcome. Every write is fenced
-by the token: a replaced attempt changes nothing.
+``token.to_headers()``; the worker that executes the message uses a
+[`Tracker`][anarchon.tracking.Tracker] (blocking) or
+[`AsyncTracker`][anarchon.tracking.AsyncTracker] to keep the run's lease alive while it
+works, to note what is happening (e.g. a retry) and to record the outcome. Every write is
+fenced by the token: a replaced attempt changes nothing.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ class AsyncTracker:
 
         Returns False when nothing was written: the attempt was replaced or has finished,
         or the backend holds no leases (a claim-only backend keeps no fenced running
-        record to annotate; :meth:`begin` and :meth:`end` still work there).
+        record to annotate; `begin()` and `end()` still work there).
         """
         if not isinstance(text, str):
             raise TypeError(f"note text must be a str, got {type(text).__name__}")
@@ -118,7 +119,8 @@ class AsyncTracker:
 
 
 class Tracker:
-    """The blocking face of :class:`AsyncTracker`, for worker signal handlers."""
+    """The blocking face of [`AsyncTracker`][anarchon.tracking.AsyncTracker], for worker signal
+    handlers."""
 
     def __init__(self, backend: Backend, **options: Any) -> None:
         self.core = AsyncTracker(backend, **options)
@@ -131,7 +133,8 @@ class Tracker:
         return self._portal.call(self.core.end(token, status, error))
 
     def note(self, token: RunToken, text: str) -> bool:
-        """Attach a detail text to the still-running run; see :meth:`AsyncTracker.note`."""
+        """Attach a detail text to the still-running run; see
+        [`AsyncTracker.note()`][anarchon.tracking.AsyncTracker.note]."""
         return self._portal.call(self.core.note(token, text))
 
     def close(self) -> None:

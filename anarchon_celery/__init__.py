@@ -1,7 +1,8 @@
 """anarchon_celery: run Celery beat on every node; each slot is published once.
 
 ``celery -A proj beat -S anarchon_celery:Scheduler`` (or ``beat_scheduler =
-"anarchon_celery:Scheduler"``) on every node. Call :func:`track_outcomes` in the app
+"anarchon_celery:Scheduler"``) on every node. Call
+[`track_outcomes()`][anarchon_celery.track_outcomes] in the app
 module to record each task's real outcome in anarchon's history.
 """
 

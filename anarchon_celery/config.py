@@ -110,7 +110,8 @@ def broker_default(broker_url: Any) -> str | None:
 
 
 def resolve(app: Any) -> Settings:
-    """Read the settings of ``app`` (no I/O). Raises :class:`ConfigurationError`."""
+    """Read the settings of ``app`` (no I/O). Raises
+    [`ConfigurationError`][anarchon_celery.config.ConfigurationError]."""
     conf = app.conf
     backend = _get(conf, "anarchon_backend")
     options = _mapping(_get(conf, "anarchon_options"), "anarchon_options")

@@ -53,7 +53,8 @@ def app_timezone(app: Any) -> ZoneInfo:
 
 
 def convert_entry(name: str, entry: Any, tz: ZoneInfo) -> JobPlan:
-    """Turn one ``ScheduleEntry`` into a :class:`JobPlan` or raise naming the entry."""
+    """Turn one ``ScheduleEntry`` into a [`JobPlan`][anarchon_celery.convert.JobPlan] or raise
+    naming the entry."""
     from celery.schedules import crontab, schedule, solar
 
     options = dict(entry.options or {})

@@ -1,6 +1,7 @@
 """Celery ``crontab`` entries as anarchon schedules: pure, identical on every beat.
 
-Celery differs from cron (and from anarchon's own :class:`anarchon.slots.CronSchedule`)
+Celery differs from cron (and from anarchon's own
+[`anarchon.slots.CronSchedule`][anarchon.slots.CronSchedule])
 in two ways that this schedule reproduces:
 
 * a day must match day-of-month **and** day-of-week (cron ORs them);

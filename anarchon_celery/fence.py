@@ -2,7 +2,8 @@
 
 A beat frozen (SIGSTOP, a VM pause, a long GC) between winning a slot and publishing it
 must not publish after waking: a backup may already have published the next attempt.
-The lease is judged by the core (:meth:`anarchon.AsyncScheduler.lease_remaining`): on
+The lease is judged by the core
+([`anarchon.AsyncScheduler.lease_remaining()`][anarchon.AsyncScheduler.lease_remaining]): on
 the monotonic clock, from the last renewal the store confirmed.
 """
 
@@ -29,7 +30,8 @@ def ensure_lease(engine: AsyncScheduler, ctx: RunContext, margin: float, wait: f
     """Return when the lease is known to last at least ``margin`` more seconds.
 
     A lease that looks stale (the process was paused) gets up to ``wait`` seconds for
-    the lease keeper to renew it or to declare it lost. Raises :class:`anarchon.Aborted`
+    the lease keeper to renew it or to declare it lost. Raises
+    [`anarchon.Aborted`][anarchon.Aborted]
     when the run was aborted (lost, stopped) or the lease could not be confirmed.
     """
     deadline = time.monotonic() + wait

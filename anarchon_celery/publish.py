@@ -37,8 +37,8 @@ class Publisher:
     ``max_late``; then the run is recorded as a failure (never silently lost).
 
     Right before each send the lease is checked (``engine``: the core
-    :class:`anarchon.AsyncScheduler`): a beat that was paused past its lease publishes
-    nothing, since a backup may already have published the next attempt.
+    [`anarchon.AsyncScheduler`][anarchon.AsyncScheduler]): a beat that was paused past its lease
+    publishes nothing, since a backup may already have published the next attempt.
     """
 
     def __init__(self, app: Any, entry: Any, publish_options: Mapping[str, Any], *,

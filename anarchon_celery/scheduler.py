@@ -35,7 +35,7 @@ class Scheduler(beat.Scheduler):
     ``"skip"``: no slot is published while the previous task is queued or running); an
     ``overlap`` in ``anarchon_scheduler`` or in the entry's ``options["anarchon"]`` wins.
 
-    The core scheduler is the public attribute :attr:`anarchon` (built on first access,
+    The core scheduler is the public attribute `anarchon` (built on first access,
     without I/O). Building with ``lazy=True`` (beat's banner) has no side effects.
     """
 

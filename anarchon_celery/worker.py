@@ -1,6 +1,7 @@
 """Worker side: record each published slot's real outcome in anarchon's history.
 
-Call :func:`track_outcomes` once in the module that defines the Celery app (workers and
+Call [`track_outcomes()`][anarchon_celery.worker.track_outcomes] once in the module that defines
+the Celery app (workers and
 beats import it). Beats then leave each run open when they publish (``ctx.detach``),
 and workers report ``running`` -> ``success`` / ``failure`` / ``interrupted`` (revoked,
 expired, rejected, ignored). A retried task stays ``running`` (its lease renewed) until
@@ -32,7 +33,8 @@ _HEADER_KEYS = ("anarchon_job", "anarchon_slot", "anarchon_attempt", "anarchon_o
 
 
 class OutcomeRecorder:
-    """One app's tracking: a :class:`anarchon.Tracker` per process, opened after fork."""
+    """One app's tracking: a [`anarchon.Tracker`][anarchon.Tracker] per process, opened after
+    fork."""
 
     def __init__(self, app: Any, settings: Settings | None = None) -> None:
         self.app = app

@@ -80,7 +80,8 @@ class AnarchonSettings:
 
 
 def parse(raw: object) -> AnarchonSettings:
-    """Parse an ``ANARCHON`` value; raises :class:`SettingsError` on the first problem."""
+    """Parse an ``ANARCHON`` value; raises [`SettingsError`][anarchon_django.conf.SettingsError] on
+    the first problem."""
     if raw is None:
         return AnarchonSettings()
     if not isinstance(raw, Mapping):

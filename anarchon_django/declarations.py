@@ -2,7 +2,8 @@
 
 Declaring a job does no I/O: it records ``(kind, name, when, handler, options)`` and checks
 the schedule and options with the core's own rules. Schedulers are built from these
-declarations (see :mod:`anarchon_django.runtime`), so settings can change between builds.
+declarations (see [`anarchon_django.runtime`][anarchon_django.runtime]), so settings can change
+between builds.
 """
 
 from __future__ import annotations

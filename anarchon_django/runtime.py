@@ -1,8 +1,8 @@
 """Schedulers built from settings and declarations, and the queries the admin and
 commands share.
 
-``build_scheduler()`` makes a new :class:`anarchon.Scheduler` for ``manage.py anarchon
-run``; ``get_scheduler()`` is the process-wide one (never started) that pages and commands
+``build_scheduler()`` makes a new [`anarchon.Scheduler`][anarchon.Scheduler] for ``manage.py
+anarchon run``; ``get_scheduler()`` is the process-wide one (never started) that pages and commands
 read history through and send manual-run requests with.
 """
 
@@ -141,7 +141,8 @@ def get_scheduler() -> Scheduler:
 
 
 def reset() -> None:
-    """Close the shared scheduler; the next :func:`get_scheduler` builds a new one."""
+    """Close the shared scheduler; the next
+    [`get_scheduler()`][anarchon_django.runtime.get_scheduler] builds a new one."""
     global _shared
     with _lock:
         scheduler, _shared = _shared, None

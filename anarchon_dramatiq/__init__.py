@@ -1,11 +1,12 @@
 """anarchon_dramatiq: scheduled Dramatiq actors on every instance, one message per slot.
 
-Mark actors with :func:`every`, :func:`cron` or :func:`at` (schedule first; the job is
+Mark actors with [`every()`][anarchon_dramatiq.every], [`cron()`][anarchon_dramatiq.cron] or
+[`at()`][anarchon_dramatiq.at] (schedule first; the job is
 named after the actor unless ``name=`` is given), run ``anarchon-dramatiq MODULE
---backend URL`` on every instance (or call :func:`register_actors` on a scheduler you
-run yourself, e.g. from Django's ``manage.py anarchon run``), and add
-:class:`AnarchonMiddleware` to the workers' broker before ``Retries`` to record the real
-outcome of tracked messages (``track=True``).
+--backend URL`` on every instance (or call [`register_actors()`][anarchon_dramatiq.register_actors]
+on a scheduler you run yourself, e.g. from Django's ``manage.py anarchon run``), and add
+[`AnarchonMiddleware`][anarchon_dramatiq.AnarchonMiddleware] to the workers' broker before
+``Retries`` to record the real outcome of tracked messages (``track=True``).
 """
 
 from __future__ import annotations

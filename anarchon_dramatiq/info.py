@@ -18,7 +18,8 @@ class RunInfo:
 
 
 def run_info(message: Any = None) -> RunInfo | None:
-    """The :class:`RunInfo` of ``message`` (default: the message being processed, which
+    """The [`RunInfo`][anarchon_dramatiq.info.RunInfo] of ``message`` (default: the message being
+    processed, which
     needs Dramatiq's ``CurrentMessage`` middleware); ``None`` for messages not sent by
     anarchon. Key writes by ``slot`` so a re-sent attempt does not repeat side effects."""
     if message is None:

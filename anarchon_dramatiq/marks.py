@@ -1,7 +1,8 @@
 """Schedule marks stacked on Dramatiq actors: ``@every("5m")``, ``@cron(...)``, ``@at(...)``.
 
 A mark only records what to schedule; nothing is registered until
-:func:`anarchon_dramatiq.register_actors` (or the ``anarchon-dramatiq`` CLI) finds the
+[`anarchon_dramatiq.register_actors()`][anarchon_dramatiq.register_actors] (or the
+``anarchon-dramatiq`` CLI) finds the
 marked actors on a broker. Marks work above or below ``@dramatiq.actor``::
 
     @every("5m", max_attempts=1, queue_name="reports")

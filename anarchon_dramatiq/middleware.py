@@ -4,7 +4,8 @@ Add it to the workers' broker **before** ``Retries``::
 
     broker.add_middleware(AnarchonMiddleware("redis://localhost:6379"), before=Retries)
 
-(or :func:`install_middleware`). Why before: Dramatiq runs ``after_*`` hooks in reverse
+(or [`install_middleware()`][anarchon_dramatiq.middleware.install_middleware]). Why before:
+Dramatiq runs ``after_*`` hooks in reverse
 order of the middleware list (``Broker.emit_after``). A middleware placed before
 ``Retries`` therefore sees ``after_process_message`` *after* ``Retries`` has decided:
 ``message.failed`` is then True when no retry follows (retries exhausted, ``throws``),
@@ -47,7 +48,7 @@ BackendSource: TypeAlias = "str | Backend | Callable[[], Backend]"
 
 
 class AnarchonMiddleware(Middleware):
-    """Records tracked messages' outcomes through an :class:`anarchon.Tracker`.
+    """Records tracked messages' outcomes through an [`anarchon.Tracker`][anarchon.Tracker].
 
     ``backend``: the schedulers' store, as a URL (``redis://…?prefix=…``), a backend
     object, or a callable building one. The connection is opened lazily in each worker
@@ -159,7 +160,8 @@ class AnarchonMiddleware(Middleware):
 
 def install_middleware(broker: Broker, backend: BackendSource, **options: Any
                        ) -> AnarchonMiddleware:
-    """Add an :class:`AnarchonMiddleware` to ``broker`` before ``Retries`` (or last if the
+    """Add an [`AnarchonMiddleware`][anarchon_dramatiq.middleware.AnarchonMiddleware] to ``broker``
+    before ``Retries`` (or last if the
     broker has no ``Retries``) and return it. ``options`` as for the middleware."""
     middleware = AnarchonMiddleware(backend, **options)
     if _has_retries(broker):

@@ -14,10 +14,11 @@ from .sending import register_actors
 def build_scheduler(backend: str | Backend, broker: Broker | None = None, *,
                     track: bool = False, queue_lease: Any = None,
                     instance_id: str | None = None, **options: Any) -> Scheduler:
-    """A core :class:`anarchon.Scheduler` with every marked actor of ``broker`` registered.
+    """A core [`anarchon.Scheduler`][anarchon.Scheduler] with every marked actor of ``broker``
+    registered.
 
-    ``backend`` is a URL for :func:`anarchon.from_url` or a backend object; ``options``
-    are scheduler options (``lease``, ``heartbeat``, ``jitter``, ``max_late`` …).
+    ``backend`` is a URL for [`anarchon.from_url()`][anarchon.from_url] or a backend object;
+    ``options`` are scheduler options (``lease``, ``heartbeat``, ``jitter``, ``max_late`` …).
     Raises ``ValueError`` when no actor is marked. Call ``run()`` (blocks, stops
     gracefully on SIGINT/SIGTERM) or ``start()``/``stop()`` on the result.
     """

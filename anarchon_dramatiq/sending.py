@@ -1,13 +1,14 @@
 """The job behind each marked actor: the slot winner sends one message.
 
-:func:`register_actors` turns every marked actor of a broker into a core anarchon job on
+[`register_actors()`][anarchon_dramatiq.sending.register_actors] turns every marked actor of a
+broker into a core anarchon job on
 one scheduler. The job's handler runs only in the instance that won the slot and calls
 ``actor.send_with_options(...)`` with the mark's arguments and options plus
 ``anarchon_job``, ``anarchon_slot`` and ``anarchon_attempt`` (SPEC §16).
 
 Tracked jobs (``track=True``) leave the run open when the message is sent
 (``ctx.detach(lease=queue_lease)``) and add ``anarchon_owner``: the worker's
-:class:`~anarchon_dramatiq.AnarchonMiddleware` then renews the lease while it executes
+[`AnarchonMiddleware`][anarchon_dramatiq.AnarchonMiddleware] then renews the lease while it executes
 the message and records the real outcome. Until then the lease covers the time in the
 queue, so with ``overlap="skip"`` the next slot is not sent while this one is queued or
 running, and a message nobody finishes (worker killed) is re-sent by a backup scheduler

@@ -11,6 +11,7 @@ Run it (start several copies in separate terminals to see only one send per slot
     python examples/broker_notifications.py                 # RabbitMQ, amqp://localhost
     ANARCHON_BROKER=nats python examples/broker_notifications.py      # NATS JetStream
     python examples/broker_notifications.py --seconds 10    # exit by itself after 10 s
+    python examples/broker_notifications.py --backend amqp://guest:guest@localhost:5672/
 
 Environment: ``ANARCHON_BROKER`` (``rabbitmq`` or ``nats``), ``ANARCHON_RABBITMQ_URL``
 (default ``amqp://guest:guest@localhost:5672/``), ``ANARCHON_NATS_URL`` (default
@@ -85,6 +86,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=None,
                         help="stop by itself after this many seconds")
+    parser.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND"),
+                        help="a RabbitMQ or NATS URL (default: from ANARCHON_BROKER)")
     args = parser.parse_args()
 
     outbox = Outbox(os.environ.get("OUTBOX_DB")
@@ -93,7 +96,7 @@ def main() -> None:
     for n in range(3):  # the application queues a few notifications
         outbox.add(f"user{n}@example.com", f"hello from {me} #{n}")
 
-    backend = backend_from_env()
+    backend = from_url(args.backend) if args.backend else backend_from_env()
     scheduler = Scheduler(backend, jitter=0.5, max_late=30)
 
     @scheduler.every("send-notifications", INTERVAL)

@@ -13,7 +13,7 @@ As a deployment, on every machine::
 (``python -m anarchon_dramatiq`` is the same command.) As a self-contained demo, one
 process with a worker and two scheduler instances for 12 seconds, then the history::
 
-    python examples/dramatiq_app.py [--seconds 12]
+    python examples/dramatiq_app.py [--seconds 12] [--backend URL]
 """
 
 from __future__ import annotations
@@ -34,8 +34,20 @@ from dramatiq.middleware import CurrentMessage
 
 import anarchon_dramatiq as ad
 
+
+def arguments() -> argparse.Namespace:
+    """The demo's options (parsed before the broker is set up: it needs the store)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
+    parser.add_argument("--seconds", type=float, default=12.0, help="how long to run (12)")
+    parser.add_argument("--backend", default=None,
+                        help="anarchon store URL (default: $ANARCHON_BACKEND or Redis)")
+    return parser.parse_args()
+
+
+ARGS = arguments() if __name__ == "__main__" else None
 BROKER_URL = os.environ.get("DRAMATIQ_BROKER_URL") or "redis://127.0.0.1:6379/0"
-STORE_URL = os.environ.get("ANARCHON_BACKEND") or "redis://127.0.0.1:6379/0?prefix=demo:"
+STORE_URL = ((ARGS.backend if ARGS else None) or os.environ.get("ANARCHON_BACKEND")
+             or "redis://127.0.0.1:6379/0?prefix=demo:")
 os.environ.setdefault("ANARCHON_BACKEND", STORE_URL)  # read by anarchon-dramatiq
 
 
@@ -109,6 +121,8 @@ def demo(seconds: float) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else "")
-    parser.add_argument("--seconds", type=float, default=12.0)
-    demo(parser.parse_args().seconds)
+    assert ARGS is not None
+    try:
+        demo(ARGS.seconds)
+    except KeyboardInterrupt:
+        print("interrupted")

@@ -76,6 +76,11 @@ def instance(name: str, url: str) -> None:
     say("stopped")
 
 
+def ignore_sigint() -> None:
+    """In a child before exec: start with SIGINT ignored (Python keeps it so)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class Demo:
     """Runs two instances and plays the freeze."""
 
@@ -86,8 +91,11 @@ class Demo:
         self.procs: dict[str, subprocess.Popen[str]] = {}
 
     def spawn(self, name: str) -> None:
+        # SIGINT ignored until the instance's scheduler.run() handles it: a Ctrl+C while
+        # it is still importing must not print a KeyboardInterrupt traceback
         proc = subprocess.Popen([sys.executable, __file__, "--instance", name,
-                                 "--backend", self.url], stdout=subprocess.PIPE, text=True)
+                                 "--backend", self.url], stdout=subprocess.PIPE, text=True,
+                                preexec_fn=ignore_sigint)
         self.procs[name] = proc
         threading.Thread(target=self._pump, args=(proc,), daemon=True).start()
 
@@ -129,23 +137,27 @@ class Demo:
               "aborted and its finish refused", flush=True)
 
     def close(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
+        """Stop the instances: SIGINT until they exit (one still importing ignores it)."""
+        deadline = time.monotonic() + 15
+        alive = list(self.procs.values())
+        while alive and time.monotonic() < deadline:
+            for proc in alive:
                 proc.send_signal(signal.SIGCONT)
                 proc.send_signal(signal.SIGINT)
-        for proc in self.procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            time.sleep(0.5)
+            alive = [proc for proc in alive if proc.poll() is None]
+        for proc in alive:
+            proc.kill()
+            proc.wait()
         while not self.lines.empty():
             print(self.lines.get(), flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else "")
-    parser.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND") or
-                        f"sqlite:///{os.path.join(tempfile.mkdtemp(), 'failover.db')}")
+    parser.add_argument("--backend", default=os.environ.get("ANARCHON_BACKEND"),
+                        help="a lease store URL (default: a SQLite file in a temporary "
+                             "folder, removed at the end)")
     parser.add_argument("--seconds", type=float, default=60.0,
                         help="give up if the demo has not finished after this long")
     parser.add_argument("--instance", help=argparse.SUPPRESS)
@@ -153,11 +165,15 @@ def main() -> None:
     if args.instance:
         instance(args.instance, args.backend)
         return
-    demo = Demo(args.backend, time.monotonic() + args.seconds)
-    try:
-        demo.run()
-    finally:
-        demo.close()
+    with tempfile.TemporaryDirectory(prefix="anarchon-failover-") as folder:
+        url = args.backend or "sqlite:///" + os.path.join(folder, "failover.db")
+        demo = Demo(url, time.monotonic() + args.seconds)
+        try:
+            demo.run()
+        except KeyboardInterrupt:
+            print("=== interrupted: stopping the instances", flush=True)
+        finally:
+            demo.close()
 
 
 if __name__ == "__main__":

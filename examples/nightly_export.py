@@ -39,9 +39,13 @@ def say(text: str) -> None:
     print(f"{datetime.now():%H:%M:%S.%f}"[:-3] + f"  {text}", flush=True)
 
 
+#: where exports go (``--demo`` writes to a temporary folder it removes at the end)
+EXPORT_FOLDER = os.environ.get("EXPORT_FOLDER") or tempfile.gettempdir()
+
+
 def export(ctx: RunContext) -> None:
     """The export: a file named after the slot, so a re-run overwrites rather than adds."""
-    target = os.path.join(tempfile.gettempdir(), f"export-{ctx.slot}.csv")
+    target = os.path.join(EXPORT_FOLDER, f"export-{ctx.slot}.csv")
     with open(target, "w") as handle:
         handle.write(f"exported for {ctx.scheduled_at.isoformat()}\n")
     say(f"export for slot {ctx.scheduled_at:%H:%M:%S} written ({ctx.reason}, attempt "
@@ -106,7 +110,9 @@ def main() -> None:
     parser.add_argument("--demo", action="store_true", help="show catch-up in ~15 seconds")
     args = parser.parse_args()
     if args.demo:
-        demo(args.backend, time.monotonic() + (args.seconds or 30.0))
+        global EXPORT_FOLDER
+        with tempfile.TemporaryDirectory(prefix="anarchon-export-demo-") as EXPORT_FOLDER:
+            demo(args.backend, time.monotonic() + (args.seconds or 30.0))
         return
     scheduler = nightly(args.backend)
     for slot in scheduler.next_runs("nightly-export", 3):

@@ -3,4 +3,4 @@
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 setup_venv ""
-exec "$VENV/bin/python" "$ROOT/examples/quick_start.py"
+exec "$VENV/bin/python" "$ROOT/examples/quick_start.py" "$@"

@@ -1,6 +1,6 @@
 """Runs instance processes and reads back what they (and the harness) logged.
 
-Every instance appends JSON lines to one log file (see :mod:`.worker`); the harness
+Every instance appends JSON lines to one log file (see `.worker`); the harness
 appends a ``fault`` line for each signal it sends and a ``spawn`` line for each process it
 starts, so a measurement can be computed from the log alone.
 """
@@ -39,7 +39,7 @@ class Cluster:
         self.stop_timeout = stop_timeout
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.frozen: set[str] = set()
-        #: where one-off jobs (``when="@go"``) read their time; see :meth:`start_deferred`
+        #: where one-off jobs (``when="@go"``) read their time; see `start_deferred()`
         self.go_file = log.with_name(log.stem + ".go.json")
 
     # -- processes ---------------------------------------------------------------------
@@ -176,7 +176,8 @@ class Cluster:
 
 
 def first(kind: str, **match: Any) -> Callable[[Records], dict[str, Any] | None]:
-    """A check for :meth:`Cluster.wait_for`: the first record of ``kind`` matching."""
+    """A check for [`Cluster.wait_for()`][anarchon.scenarios.harness.Cluster.wait_for]: the first
+    record of ``kind`` matching."""
     def check(lines: Records) -> dict[str, Any] | None:
         for line in lines:
             if line["kind"] == kind and all(line.get(k) == v for k, v in match.items()):

@@ -8,7 +8,7 @@ lateness check either (SyncedCron has none). Only ``anarchon scenarios`` uses th
 backends, to show the difference a lease makes; they are not meant for production.
 
 URLs: ``naive+sqlite:///path.db?table=name`` and ``naive+postgresql://...?table=name``
-(see :func:`anarchon.scenarios.stores.build_backend`).
+(see [`anarchon.scenarios.stores.build_backend()`][anarchon.scenarios.stores.build_backend]).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A situation only *acts* (starts instances, sends signals, waits for log lines with
 deadlines) and says which slots it expected to run and when its fault happened; the
-numbers are then measured the same way for every strategy (:mod:`.measure`).
+numbers are then measured the same way for every strategy (`.measure`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Servers are found through the same environment variables as the test suites
 defaults for Redis and PostgreSQL. SQLite needs no server: each namespace is a file in a
 temporary folder (``ANARCHON_SQLITE_DIR`` to choose it).
 
-Backend URLs are those of :func:`anarchon.from_url`, plus ``naive+sqlite:///path?table=``
+Backend URLs are those of [`anarchon.from_url()`][anarchon.from_url], plus ``naive+sqlite:///path?table=``
 and ``naive+postgresql://...?table=`` for the unique-insert comparison claim.
 """
 
@@ -81,7 +81,7 @@ def store_for(kind: str, url: str | None = None) -> Store:
 
 
 def build_backend(url: str) -> Backend:
-    """:func:`anarchon.from_url`, plus the ``naive+`` comparison URLs."""
+    """[`anarchon.from_url()`][anarchon.from_url], plus the ``naive+`` comparison URLs."""
     if not url.startswith("naive+"):
         return from_url(url)
     inner = url[len("naive+"):]

@@ -2,7 +2,8 @@
 
 Config keys:
 
-* ``url``: backend URL (see :func:`anarchon.scenarios.stores.build_backend`);
+* ``url``: backend URL (see
+[`anarchon.scenarios.stores.build_backend()`][anarchon.scenarios.stores.build_backend]);
 * ``instance``: the instance id; ``log``: the JSONL file every line is appended to;
 * ``options``: scheduler options (``lease``, ``heartbeat``, ``jitter`` …);
 * ``jobs``: a list of ``{kind, name, when, options, duration, raise_on_abort}``;

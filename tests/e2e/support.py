@@ -50,12 +50,13 @@ def example_env(**extra: str) -> dict[str, str]:
 class Example:
     """One example process; its output (stdout and stderr) is collected line by line."""
 
-    def __init__(self, script: str, *args: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, script: str, *args: str, env: dict[str, str] | None = None,
+                 new_session: bool = False) -> None:
         self.script = script
         self.proc = subprocess.Popen(
             [sys.executable, str(EXAMPLES / script), *args], cwd=ROOT,
             env=env or example_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True,
+            text=True, start_new_session=new_session,
         )
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
@@ -109,6 +110,11 @@ class Example:
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
+
+    def interrupt_group(self) -> None:
+        """SIGINT to the example and its children, as Ctrl+C in a terminal does (needs
+        ``new_session=True``: the group is the example's own)."""
+        os.killpg(self.proc.pid, signal.SIGINT)
 
     def finish(self, timeout: float, expect_code: int | None = 0) -> str:
         """Wait for the process to exit; returns its whole output."""

@@ -11,6 +11,8 @@ import json
 import re
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 import urllib.request
 from collections import Counter
@@ -19,7 +21,15 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.support import EXAMPLES, Example, example_env, require, run_example, store_url
+from tests.e2e.support import (
+    EXAMPLES,
+    ROOT,
+    Example,
+    example_env,
+    require,
+    run_example,
+    store_url,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -46,11 +56,41 @@ def test_every_example_has_a_test() -> None:
     assert set(COVERED) - examples == set(), "tests for examples that no longer exist"
 
 
-def test_quick_start() -> None:
-    output = run_example("quick_start.py", timeout=120)
+@pytest.mark.parametrize("script", sorted(COVERED))
+def test_every_example_takes_seconds_and_backend(script: str) -> None:
+    """The docs promise both flags on every example."""
+    result = subprocess.run([sys.executable, str(EXAMPLES / script), "--help"], cwd=ROOT,
+                            env=example_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "--seconds" in result.stdout and "--backend" in result.stdout, result.stdout
+
+
+def test_quick_start(tmp_path: Path) -> None:
+    output = run_example("quick_start.py", timeout=120, env=example_env(TMPDIR=str(tmp_path)))
     for word in ("taken", "attempt 2", "takeover"):
         assert word in output, f"quick start output lacks {word!r}:\n{output}"
     assert "SIGINT" in output and "SIGKILL" in output and "done" in output
+    assert list(tmp_path.iterdir()) == []  # its temporary SQLite folder is gone
+
+
+def test_quick_start_seconds_and_backend() -> None:
+    url = store_url("redis")
+    output = run_example("quick_start.py", "--seconds", "5", "--backend", url, timeout=40)
+    assert f"store: {url}" in output and "stopped after 5 s (--seconds)" in output, output
+
+
+@pytest.mark.parametrize("script", ["quick_start.py", "failover.py"])
+def test_ctrl_c_stops_the_demo_without_traceback(script: str, tmp_path: Path) -> None:
+    demo = Example(script, env=example_env(TMPDIR=str(tmp_path)), new_session=True)
+    try:
+        demo.wait_for(r"up", 20)
+        demo.interrupt_group()  # Ctrl+C in a terminal reaches the demo and its instances
+        output = demo.finish(30)
+    finally:
+        demo.kill()
+    assert "interrupted: stopping the instances" in output, output
+    assert "Traceback" not in output and "Task was destroyed" not in output, output
+    assert list(tmp_path.iterdir()) == []
 
 
 # -- basic.py (Redis) ------------------------------------------------------------------------
@@ -118,11 +158,12 @@ def test_billing_crash_is_not_retried_and_charges_are_keyed(tmp_path: Path) -> N
     assert [r for r in rows if r[1] == crashed_slot] == [("acme", crashed_slot, 1)]
 
 
-def test_nightly_export_catches_up() -> None:
+def test_nightly_export_catches_up(tmp_path: Path) -> None:
     output = run_example("nightly_export.py", "--demo", "--backend", store_url("redis"),
-                         timeout=60)
+                         timeout=60, env=example_env(TMPDIR=str(tmp_path)))
     assert re.search(r"export for slot \S+ written \(catch-up, attempt 1\)", output), output
     assert "reason catch-up, success" in output, output
+    assert list(tmp_path.iterdir()) == []  # the demo's export files are gone
 
 
 def test_nightly_export_shows_next_runs() -> None:
@@ -147,8 +188,10 @@ def test_broker_notifications(broker: str, tmp_path: Path) -> None:
     base = spec.url_for("unused").split("?")[0]  # the server; the example sets its prefix
     env = example_env(ANARCHON_BROKER=broker, OUTBOX_DB=str(tmp_path / "outbox.db"),
                       **{env_url: base})
-    copies = [Example("broker_notifications.py", "--seconds", "8", env=env)
-              for _ in range(2)]
+    # one copy picks the broker from the environment, the other from --backend
+    copies = [Example("broker_notifications.py", "--seconds", "8", env=env),
+              Example("broker_notifications.py", "--seconds", "8", "--backend",
+                      str(backend_from_env_url(broker, base)), env=env)]
     outputs = [copy.finish(60) for copy in copies]
     text = "\n".join(outputs)
     sends = re.findall(r"slot (\S+): sent (\d+) notification", text)
@@ -190,9 +233,10 @@ def test_http_api_serves_history_from_a_process_without_jobs() -> None:
 
 
 @pytest.mark.parametrize("store", ["sqlite", "redis", "postgres"])
-def test_failover(store: str) -> None:
+def test_failover(store: str, tmp_path: Path) -> None:
     output = run_example("failover.py", "--backend", store_url(store), "--seconds", "45",
-                         timeout=90)
+                         timeout=90, env=example_env(TMPDIR=str(tmp_path)))
+    assert list(tmp_path.iterdir()) == []  # no temporary folder with --backend
     runner = re.search(r"freezing (\w) \(SIGSTOP\)", output)
     assert runner, output
     assert re.search(r"attempt 2 started \(takeover\)", output), output
@@ -215,19 +259,26 @@ def test_dramatiq_app() -> None:
     pytest.importorskip("dramatiq")
     url = store_url("redis")
     broker = url.split("?")[0]
-    env = example_env(ANARCHON_BACKEND=url, DRAMATIQ_BROKER_URL=broker)
-    output = run_example("dramatiq_app.py", "--seconds", "7", env=env, timeout=90)
+    env = example_env(DRAMATIQ_BROKER_URL=broker)
+    output = run_example("dramatiq_app.py", "--seconds", "7", "--backend", url, env=env,
+                         timeout=90)
     assert re.search(r"refresh_cache for slot \d+", output), output
     assert "history of refresh_cache" in output, output
     assert re.search(r"slot \d+ attempt 1 success", output), output
 
 
-def test_celery_app() -> None:
+def test_celery_app(tmp_path: Path) -> None:
     pytest.importorskip("celery")
-    source = (EXAMPLES / "celery_app.py").read_text()
-    if "--seconds" not in source:
-        pytest.skip("examples/celery_app.py has no short mode (--seconds) yet")
     url = store_url("redis")
-    env = example_env(REDIS_URL=url.split("?")[0])
-    output = run_example("celery_app.py", "--seconds", "8", env=env, timeout=120)
+    env = example_env(REDIS_URL=url.split("?")[0], TMPDIR=str(tmp_path))
+    output = run_example("celery_app.py", "--seconds", "8", "--backend", url, env=env,
+                         timeout=120)
     assert re.search(r"published 1x by beat", output), output
+    assert list(tmp_path.iterdir()) == []  # beat state files and the log are gone
+
+
+def backend_from_env_url(broker: str, base: str) -> str:
+    """The URL ``broker_notifications.py`` builds from its environment, spelled out."""
+    if broker == "nats":
+        return (f"{base}?stream=OUTBOX_EXAMPLE&prefix=outbox-example.&duplicate_window=2m")
+    return f"{base}?prefix=outbox-example.&slot_ttl=2m"
