@@ -4,6 +4,7 @@ Examples:
 
   anarchon jobs --backend sqlite:///jobs.db
   anarchon history JOB --backend redis://localhost:6379?prefix=cron: [--count 20] [--json]
+  anarchon purge --backend postgresql://app@db/app [--yes]
   anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
 
 Exit status: 0 on success, 1 when the store cannot be read or the job is unknown,
@@ -49,6 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("job", help="the job's name (see: anarchon jobs)")
     history.add_argument("--count", type=int, default=20, help="how many attempts (20)")
     history.add_argument("--json", action="store_true", help="print JSON")
+    purge = commands.add_parser(
+        "purge", parents=[store],
+        help="delete every job, run and attempt of the backend's namespace")
+    purge.add_argument("--yes", action="store_true",
+                       help="really delete (without it, only list what would go)")
     add_scenarios_parser(commands)
     return parser
 
@@ -75,6 +81,18 @@ async def _read(args: argparse.Namespace, backend: Backend) -> list[Any]:
         return list(await scheduler.history(args.job, args.count))
     finally:
         await scheduler.stop()
+
+
+async def _purge(args: argparse.Namespace, backend: Backend) -> str:
+    try:
+        names = [job.name for job in await backend.known_jobs()]
+        if not args.yes:
+            return (f"would delete {len(names)} job(s) with their history: "
+                    f"{', '.join(names) or 'none'}; add --yes to delete")
+        removed = await backend.purge()
+        return f"deleted {len(names)} job(s): {removed} record(s)/key(s)"
+    finally:
+        await backend.close()
 
 
 def _print(args: argparse.Namespace, rows: list[Any]) -> None:
@@ -106,7 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageFailure(f"--count must be at least 1, got {args.count}")
         backend = backend_for(args.backend)
         check_readable(backend)
-        _print(args, asyncio.run(_read(args, backend)))
+        if args.command == "purge":
+            print(asyncio.run(_purge(args, backend)))
+        else:
+            _print(args, asyncio.run(_read(args, backend)))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:

@@ -61,7 +61,7 @@ def describe(exc: BaseException, url: str | None) -> str:
         message = f"cannot use the store: {message}"
     elif isinstance(exc, ImportError):
         message = f"missing driver: {message}"
-    elif not isinstance(exc, CliFailure):
+    elif not isinstance(exc, (CliFailure, NotImplementedError)):
         message = f"unexpected {type(exc).__name__}: {message} (run with --traceback)"
     if url:
         message = f"{redact(url)}: {_scrub(message, url)}"

@@ -271,6 +271,16 @@ class Backend(ABC):
         taken by exactly one caller. Must cost one round trip when nothing is pending."""
         return []
 
+    async def purge(self) -> int:
+        """Delete every job, run, attempt and trigger of this namespace; how many records.
+
+        For `anarchon purge`: stop every instance using the namespace first. The store's
+        key or table layout stays the backend's business.
+        """
+        raise NotImplementedError(
+            f"backend {self.name} cannot purge its namespace; see the Troubleshooting page "
+            "for removing it by hand")
+
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
         """Deliver the store's wake-ups to ``notify`` until cancelled (optional).
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,10 @@ def closed_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     return port
+
+
+def set_event(event: threading.Event, _: object) -> None:
+    event.set()
 
 
 def one_line_error(result: subprocess.CompletedProcess[str], code: int) -> str:
@@ -129,3 +135,31 @@ def test_manage_py_anarchon_unreachable_store_is_one_line(tmp_path: Path) -> Non
     line = one_line_error(result, 1)
     assert line.startswith("CommandError: redis://:***@127.0.0.1:"), line
     assert "cannot use the store" in line and "s3cret" not in line
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis", "redis-cluster", "postgres"])
+def test_purge_lists_then_deletes_one_namespace(store: str) -> None:
+    url, other = store_url(store), store_url(store)
+    for namespace in (url, other):
+        done = threading.Event()
+        with Scheduler(from_url(namespace), jitter=0) as scheduler:
+            scheduler.on("success", partial(set_event, done))
+            scheduler.every("tick", "1s", lambda ctx: None)
+            assert done.wait(10), "no run to purge"
+    dry = command("purge", "--backend", url)
+    assert dry.returncode == 0, dry.stderr
+    assert "would delete 1 job(s) with their history: tick; add --yes" in dry.stdout
+    assert command("history", "tick", "--backend", url).returncode == 0  # still there
+    purged = command("purge", "--backend", url, "--yes")
+    assert purged.returncode == 0 and "deleted 1 job(s)" in purged.stdout, purged.stderr
+    gone = command("history", "tick", "--backend", url)
+    assert gone.returncode == 1 and "unknown job 'tick'" in gone.stderr
+    assert command("jobs", "--backend", url).stdout == ""
+    kept = command("history", "tick", "--backend", other)  # the other namespace is untouched
+    assert kept.returncode == 0 and "success" in kept.stdout, kept.stderr
+
+
+def test_purge_on_a_claim_only_broker_says_it_cannot() -> None:
+    url = store_url("rabbitmq")
+    line = one_line_error(command("purge", "--backend", url, "--yes"), 1)
+    assert "cannot purge its namespace" in line and "Troubleshooting" in line, line

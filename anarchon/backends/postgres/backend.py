@@ -118,6 +118,7 @@ class PostgresBackend(LeaseBackend):
         self._q_read_version = q(queries.READ_VERSION)
         self._q_register = q(queries.REGISTER)
         self._q_known = q(queries.KNOWN_JOBS)
+        self._q_purge = q(queries.PURGE)
         self._q_request_trigger = q(queries.REQUEST_TRIGGER)
         self._q_take_triggers = q(queries.TAKE_TRIGGERS)
         self._q_claim_new = q(queries.CLAIM_NEW)
@@ -293,6 +294,11 @@ class PostgresBackend(LeaseBackend):
         """Every job any instance registered in this table namespace."""
         rows = await self._fetch("known_jobs", self._q_known)
         return [JobSpec(name, kind, schedule) for name, kind, schedule in rows]
+
+    async def purge(self) -> int:
+        """Empty this table namespace in one statement (the tables stay)."""
+        rows = await self._fetch("purge", self._q_purge)
+        return int(rows[0][0])
 
     # -- claims -----------------------------------------------------------------
 

@@ -102,6 +102,14 @@ TAKE_TRIGGERS: Final = "DELETE FROM {triggers} WHERE job = ANY(%(names)s) RETURN
 
 KNOWN_JOBS: Final = "SELECT name, kind, schedule FROM {jobs} ORDER BY name"
 
+# `anarchon purge`: one statement empties the namespace (the format version in meta stays).
+PURGE: Final = """
+WITH a AS (DELETE FROM {attempts} RETURNING 1), r AS (DELETE FROM {runs} RETURNING 1),
+     t AS (DELETE FROM {triggers} RETURNING 1), j AS (DELETE FROM {jobs} RETURNING 1)
+SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM r) + (SELECT count(*) FROM t)
+       + (SELECT count(*) FROM j)
+"""
+
 # A new slot (scheduled or catch-up). Runs after the job's advisory lock, so its snapshot
 # already holds every earlier claim of the job; ON CONFLICT is the last line of defence.
 # Overlap looks at every other slot, not only earlier ones: with a jitter longer than the

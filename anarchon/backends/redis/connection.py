@@ -89,6 +89,12 @@ class JobKeys:
     def seen(self) -> str:
         return f"{self.tag}:seen"
 
+    @property
+    def every_key(self) -> tuple[str, ...]:
+        """All of the job's keys (for purging a namespace)."""
+        return (self.runs, self.active, self.done, self.att, self.hist, self.stream,
+                self.seen)
+
 
 def _load_script(name: str) -> str:
     package = resources.files(__package__ or "anarchon.backends.redis")

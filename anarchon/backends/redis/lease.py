@@ -134,6 +134,17 @@ class RedisBackend(LeaseBackend):
         """Jobs registered by any instance using this prefix."""
         return await known_jobs(self.store)
 
+    async def purge(self) -> int:
+        """Unlink the keys of every job registered under this prefix, then the prefix's own
+        keys; one command per job (a job's keys share one cluster slot)."""
+        removed = 0
+        for job in await known_jobs(self.store):
+            removed += int(await self.store.command(
+                "UNLINK", *self.store.keys(job.name).every_key))
+        for key in (self.store.triggers_key, self.store.jobs_key):
+            removed += int(await self.store.command("UNLINK", key))
+        return removed
+
     async def _first_seen_ms(self, name: str) -> int:
         seen = self._first_seen.get(name)
         if seen is None:

@@ -547,6 +547,19 @@ class SqliteBackend(LeaseBackend):
 
         return await self._call(run)
 
+    async def purge(self) -> int:
+        """Empty this table namespace (the tables and their format version stay)."""
+        tables = self._tables
+
+        def run(connection: sqlite3.Connection) -> int:
+            with self._write(connection) as cur:
+                removed = 0
+                for table in (tables.attempts, tables.runs, tables.triggers, tables.jobs):
+                    removed += cur.execute(f"DELETE FROM {table}").rowcount
+                return removed
+
+        return await self._call(run)
+
 
 def _first(cursor: Any) -> Any:
     """The first row or ``None``, reading the cursor to its end: libSQL refuses to COMMIT
