@@ -138,7 +138,8 @@ class RunContext:
     reason: RunReason
     signal: AbortSignal
     data: Any
-    _detached: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
+    _detached: dict[str, float] = field(default_factory=dict, init=False, repr=False,
+                                        compare=False)
 
     def detach(self, lease: DurationLike = "10m") -> RunToken:
         """Leave the run open when the handler returns: something else finishes it.

@@ -144,17 +144,11 @@ class Scheduler:
         """Seconds the lease of run ``(name, slot)`` is known to last on this instance.
 
         See [`AsyncScheduler.lease_remaining()`][anarchon.AsyncScheduler.lease_remaining]:
-        ``None`` when this instance does not hold that run (or ``attempt`` differs); a small
-        or negative value after a pause past the lease. Call it from a handler right before
-        an action that must happen at most once.
+        ``0.0`` when this instance does not hold that run (or holds another ``attempt``),
+        ``None`` on a claim-only backend or before ``start()``; small or negative after a
+        pause past the lease. Safe to call from any thread, handlers included.
         """
-        if not self._portal.active:
-            return self.core.lease_remaining(name, slot, attempt)
-
-        async def read() -> float | None:
-            return self.core.lease_remaining(name, slot, attempt)
-
-        return self._call(read())
+        return self.core.lease_remaining(name, slot, attempt)
 
     # -- the loop thread -------------------------------------------------------------------
 
