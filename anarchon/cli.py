@@ -52,7 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("--json", action="store_true", help="print JSON")
     purge = commands.add_parser(
         "purge", parents=[store],
-        help="delete every job, run and attempt of the backend's namespace")
+        help="delete every job, run and attempt of the backend's namespace",
+        description="Delete every job, run, attempt and manual-run request of one namespace "
+                    "(the Redis prefix, the PostgreSQL/SQLite table). Stop its instances "
+                    "first. Without --yes it only lists the jobs.")
     purge.add_argument("--yes", action="store_true",
                        help="really delete (without it, only list what would go)")
     add_scenarios_parser(commands)

@@ -22,7 +22,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``scenarios`` subcommand to ``subparsers`` (from ``add_subparsers()``)."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "scenarios", help="compare the naive claim with the lease under real faults",
-        description=__doc__.split("\n\n")[0])
+        description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--backend", required=True, choices=sorted(DEFAULT_URLS),
                         help="which store to run on")
     parser.add_argument("--url", help="server URL (default: $ANARCHON_<STORE>_URL or "

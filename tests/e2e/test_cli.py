@@ -100,7 +100,8 @@ def test_history_of_an_unknown_job_fails_and_an_empty_one_says_so() -> None:
 
 
 def test_help_is_plain_text() -> None:
-    for args in (["--help"], ["jobs", "--help"], ["history", "--help"]):
+    for args in (["--help"], ["jobs", "--help"], ["history", "--help"], ["purge", "--help"],
+                 ["scenarios", "--help"]):
         result = command(*args)
         assert result.returncode == 0, result.stderr
         assert "``" not in result.stdout and "usage: anarchon" in result.stdout
