@@ -4,6 +4,7 @@ shown."""
 
 from __future__ import annotations
 
+import html
 import importlib.metadata
 import importlib.util
 import re
@@ -33,8 +34,15 @@ def test_docs_build_strict(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stdout + result.stderr
     for page in ("getting-started", "concepts", "backends/redis", "guarantees",
-                 "frameworks/django", "reference/core"):
+                 "frameworks/django", "reference/core", "options", "troubleshooting",
+                 "guides/detach", "guides/schedules"):
         assert (tmp_path / page / "index.html").exists(), page
+    reference = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "reference" / "core" /
+                                                     "index.html").read_text()))
+    # signatures are formatted (ruff), private fields are hidden
+    assert "Scheduler(\n    backend: Backend | None = None,\n" in reference
+    assert "_detached" not in reference
+    assert "mermaid" in (tmp_path / "concepts" / "index.html").read_text()
 
 
 # -- every shell command of getting-started.md runs as documented ---------------------------
