@@ -94,18 +94,26 @@ class AsyncTracker:
         run = HeldRun(token.name, token.slot, token.attempt)
         return await self.backend.note(token.owner, run, text)
 
-    async def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> bool:
-        """Record the outcome; False if the attempt had been replaced (nothing written)."""
+    async def end(self, token: RunToken, status: RunStatus, error: str | None = None, *,
+                  history_size: int | None = None,
+                  history_ttl: DurationLike | None = None) -> bool:
+        """Record the outcome; False if the attempt had been replaced (nothing written).
+
+        ``history_size``/``history_ttl`` replace the tracker's for this job (the job's
+        own options, carried by the message)."""
         await self._open()
         beat = self._beats.pop(token, None)
         if beat is not None:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
-        ttl = to_ms(self.history_ttl) if self.history_ttl is not None else None
+        keep = self.history_size if history_size is None else history_size
+        ttl_s = (self.history_ttl if history_ttl is None
+                 else parse_duration(history_ttl, option="history_ttl"))
+        ttl = to_ms(ttl_s) if ttl_s is not None else None
         return await self.backend.finish(Finish(
             token.name, token.slot, token.owner, token.attempt, status, error,
-            self.history_size, ttl, _RETAIN_RUNS_MS,
+            keep, ttl, _RETAIN_RUNS_MS,
         ))
 
     async def close(self) -> None:
@@ -129,8 +137,12 @@ class Tracker:
     def begin(self, token: RunToken) -> bool:
         return self._portal.call(self.core.begin(token))
 
-    def end(self, token: RunToken, status: RunStatus, error: str | None = None) -> bool:
-        return self._portal.call(self.core.end(token, status, error))
+    def end(self, token: RunToken, status: RunStatus, error: str | None = None, *,
+            history_size: int | None = None,
+            history_ttl: DurationLike | None = None) -> bool:
+        return self._portal.call(self.core.end(token, status, error,
+                                               history_size=history_size,
+                                               history_ttl=history_ttl))
 
     def note(self, token: RunToken, text: str) -> bool:
         """Attach a detail text to the still-running run; see

@@ -10,11 +10,13 @@ from dramatiq.middleware import CurrentMessage
 
 @dataclass(frozen=True)
 class RunInfo:
-    """The job, slot (epoch ms) and attempt a message was sent for (SPEC §16)."""
+    """The job, slot (epoch ms) and attempt a message was sent for, and the run's
+    ``data`` (the mark's ``data=``, merged with ``run_now(data=)``; ``None`` if none)."""
 
     job: str
     slot: int
     attempt: int
+    data: Any = None
 
 
 def run_info(message: Any = None) -> RunInfo | None:
@@ -29,6 +31,6 @@ def run_info(message: Any = None) -> RunInfo | None:
     options = getattr(message, "options", None) or {}
     try:
         return RunInfo(str(options["anarchon_job"]), int(options["anarchon_slot"]),
-                       int(options["anarchon_attempt"]))
+                       int(options["anarchon_attempt"]), options.get("anarchon_data"))
     except (KeyError, TypeError, ValueError):
         return None

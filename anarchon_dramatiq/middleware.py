@@ -25,6 +25,10 @@ What it records, keyed by the message's slot (``anarchon_job/slot/attempt/owner`
 * ``after_skip_message``: a message skipped by another middleware (e.g. ``AgeLimit``)
   is recorded as a failure naming the skip.
 
+History is trimmed on finish to the mark's ``history_size``/``history_ttl`` when the
+message carries them (``anarchon_history_size``/``anarchon_history_ttl``), else to the
+middleware's own.
+
 Messages without anarchon options (sent by anything else) are ignored.
 """
 
@@ -33,7 +37,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 from dramatiq import Broker, Middleware
@@ -123,9 +127,9 @@ class AnarchonMiddleware(Middleware):
         if token is None:
             return
         if exception is None:
-            self._end(token, "success", None)
+            self._end(token, "success", None, message.options)
         elif message.failed or not _has_retries(broker):
-            self._end(token, "failure", _describe(exception))
+            self._end(token, "failure", _describe(exception), message.options)
         else:
             logger.info("job %r slot %s attempt %d: %s; a retry follows (retry %s)",
                         token.name, token.slot, token.attempt, _describe(exception),
@@ -140,7 +144,8 @@ class AnarchonMiddleware(Middleware):
             if message.message_id in self._replaced:
                 self._replaced.discard(message.message_id)
                 return
-        self._end(token, "failure", "message skipped by a middleware (e.g. AgeLimit max_age)")
+        self._end(token, "failure", "message skipped by a middleware (e.g. AgeLimit max_age)",
+                  message.options)
 
     def after_worker_shutdown(self, broker: Broker, worker: Any) -> None:
         self.close()
@@ -152,8 +157,10 @@ class AnarchonMiddleware(Middleware):
             logger.exception("job %r slot %s attempt %d: could not record a note",
                              token.name, token.slot, token.attempt)
 
-    def _end(self, token: RunToken, status: Any, error: str | None) -> None:
-        if not self.tracker.end(token, status, error):
+    def _end(self, token: RunToken, status: Any, error: str | None,
+             options: Mapping[str, Any]) -> None:
+        size, ttl = _history_options(options)
+        if not self.tracker.end(token, status, error, history_size=size, history_ttl=ttl):
             logger.warning("job %r slot %s attempt %d: outcome %s not recorded (the attempt "
                            "was replaced)", token.name, token.slot, token.attempt, status)
 
@@ -169,6 +176,15 @@ def install_middleware(broker: Broker, backend: BackendSource, **options: Any
     else:
         broker.add_middleware(middleware)
     return middleware
+
+
+def _history_options(options: Mapping[str, Any]) -> tuple[int | None, float | None]:
+    """The mark's ``history_size``/``history_ttl``, carried by the message (if valid)."""
+    size, ttl = options.get("anarchon_history_size"), options.get("anarchon_history_ttl")
+    valid_size = size if isinstance(size, int) and not isinstance(size, bool) and size > 0 \
+        else None
+    valid_ttl = float(ttl) if isinstance(ttl, (int, float)) and ttl > 0 else None
+    return valid_size, valid_ttl
 
 
 def _has_retries(broker: Broker) -> bool:

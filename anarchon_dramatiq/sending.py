@@ -12,8 +12,14 @@ Tracked jobs (``track=True``) leave the run open when the message is sent
 the message and records the real outcome. Until then the lease covers the time in the
 queue, so with ``overlap="skip"`` the next slot is not sent while this one is queued or
 running, and a message nobody finishes (worker killed) is re-sent by a backup scheduler
-as the next attempt once the lease expires. Untracked jobs record ``success`` as soon as
-the message is sent.
+as the next attempt once the lease expires — only with ``resend=True``: by default a
+tracked slot is sent once (``max_attempts=1``), so a worker without the middleware, or a
+slow queue, never makes the actor run twice; :class:`~anarchon_dramatiq.watch.OutcomeWatch`
+logs the missing outcome as a configuration error instead. Untracked jobs record
+``success`` as soon as the message is sent.
+
+A failed send is logged at ERROR with the broker's error and recorded as the run's
+failure; skipped slots are logged (:class:`~anarchon_dramatiq.watch.SlotLog`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ import dramatiq
 from dramatiq import Actor, Broker
 
 from anarchon import AsyncScheduler, RunContext, Scheduler
+from anarchon.durations import parse_duration
 
-from .marks import Mark, marks_of
+from .errors import check_delay, check_resend
+from .marks import Mark, check_message_options, marks_of
+from .watch import OutcomeWatch, SlotLog
 
 logger = logging.getLogger("anarchon.dramatiq")
 
@@ -41,11 +50,12 @@ class ActorSender:
     """The handler of one marked actor's job: sends one message per won slot."""
 
     def __init__(self, actor: Actor[Any, Any], mark: Mark, track: bool,
-                 queue_lease: float) -> None:
+                 queue_lease: float, watch: OutcomeWatch | None = None) -> None:
         self.actor = actor
         self.mark = mark
         self.track = track
         self.queue_lease = queue_lease
+        self.watch = watch
         self.__name__ = f"send_{actor.actor_name}"
 
     def options_for(self, ctx: RunContext) -> dict[str, Any]:
@@ -54,29 +64,54 @@ class ActorSender:
         Manual runs (``run_now``) are never tracked: they finish when the message is sent.
         """
         options: dict[str, Any] = dict(self.mark.message_options)
-        if self.track and not ctx.manual:
+        if self.tracked(ctx):
             token = ctx.detach(lease=self.queue_lease)
             options.update(token.to_headers())
+            # the worker's middleware trims history as the mark asks
+            size, ttl = self.mark.job_options.get("history_size"), self.mark.job_options.get(
+                "history_ttl")
+            if size is not None:
+                options["anarchon_history_size"] = size
+            if ttl is not None:
+                options["anarchon_history_ttl"] = parse_duration(ttl, option="history_ttl")
         else:
             options.update(anarchon_job=ctx.name, anarchon_slot=ctx.slot,
                            anarchon_attempt=ctx.attempt)
+        if ctx.data is not None:  # the mark's data=, run_now(data=): read with run_info()
+            options["anarchon_data"] = ctx.data
         return options
+
+    def tracked(self, ctx: RunContext) -> bool:
+        """Whether this run is detached and finished by a worker (never a manual run)."""
+        return self.track and not ctx.manual
 
     def __call__(self, ctx: RunContext) -> None:
         options = self.options_for(ctx)
+        queue_name = self.mark.queue_name or self.actor.queue_name
+        try:
+            message = self._send(options)
+        except Exception as exc:
+            logger.error("job %r slot %s attempt %d: sending to queue %r failed: %s: %s; "
+                         "the run is recorded as failed", ctx.name, ctx.slot, ctx.attempt,
+                         queue_name, type(exc).__name__, exc)
+            raise
+        logger.info("job %r slot %s attempt %d: sent message %s to %s", ctx.name, ctx.slot,
+                    ctx.attempt, message.message_id, message.queue_name)
+        if self.watch is not None and self.tracked(ctx):
+            self.watch.expect(ctx.name, ctx.slot, ctx.attempt, self.queue_lease,
+                              resend=self.mark.resend)
+
+    def _send(self, options: dict[str, Any]) -> Any:
         args, kwargs = tuple(self.mark.args), dict(self.mark.kwargs)
         queue_name = self.mark.queue_name
         if queue_name is None or queue_name == self.actor.queue_name:
-            message = self.actor.send_with_options(args=args, kwargs=kwargs,
-                                                   delay=self.mark.delay, **options)
-        else:
-            broker = self.actor.broker
-            if queue_name not in broker.get_declared_queues():
-                broker.declare_queue(queue_name)
-            built = self.actor.message_with_options(args=args, kwargs=kwargs, **options)
-            message = broker.enqueue(built.copy(queue_name=queue_name), delay=self.mark.delay)
-        logger.info("job %r slot %s attempt %d: sent message %s to %s", ctx.name, ctx.slot,
-                    ctx.attempt, message.message_id, message.queue_name)
+            return self.actor.send_with_options(args=args, kwargs=kwargs,
+                                                delay=self.mark.delay, **options)
+        broker = self.actor.broker
+        if queue_name not in broker.get_declared_queues():
+            broker.declare_queue(queue_name)
+        built = self.actor.message_with_options(args=args, kwargs=kwargs, **options)
+        return broker.enqueue(built.copy(queue_name=queue_name), delay=self.mark.delay)
 
 
 def marked_actors(broker: Broker | None = None) -> list[tuple[Actor[Any, Any], Mark]]:
@@ -100,20 +135,52 @@ def register_actors(scheduler: AnyScheduler, broker: Broker | None = None, *,
     that do not say ``track=``; ``queue_lease`` the default time a tracked message may
     wait in the queue (default 10 minutes). Job names default to actor names; a name
     already registered on the scheduler raises ``ValueError``.
-    """
-    from anarchon.durations import parse_duration
 
+    Tracked marks get ``max_attempts=1`` unless they say ``resend=True``; ``cron`` marks
+    without ``timezone=`` are pinned to UTC, whatever the scheduler's default zone (the
+    same slots under every entry point). Marks sending to a ``queue_name`` that no actor
+    of the broker declares are logged at WARNING (workers consume declared queues only).
+    """
     default_lease = (DEFAULT_QUEUE_LEASE if queue_lease is None
                      else parse_duration(queue_lease, option="queue_lease"))
     chosen = None if actors is None else {id(a) for a in actors}
+    core = scheduler.core if isinstance(scheduler, Scheduler) else scheduler
+    watch = OutcomeWatch(core)
+    found = [(a, m) for a, m in marked_actors(broker)
+             if chosen is None or id(a) in chosen]
+    queues = {a.queue_name for a in _all_actors(broker)}
     names: list[str] = []
-    for actor, mark in marked_actors(broker):
-        if chosen is not None and id(actor) not in chosen:
-            continue
+    for actor, mark in found:
         name = mark.name or actor.actor_name
-        sender = ActorSender(actor, mark, track if mark.track is None else mark.track,
-                             mark.queue_lease or default_lease)
+        where = f"job {name!r} (actor {actor.actor_name!r})"
+        check_message_options(mark, actor.broker.actor_options, actor.actor_name)
+        tracked = track if mark.track is None else mark.track
+        lease = mark.queue_lease or default_lease
+        options = dict(mark.job_options)
+        if tracked:
+            check_resend(where, mark.resend, options.get("max_attempts"))
+            check_delay(where, mark.delay, lease)
+            if not mark.resend:
+                options["max_attempts"] = 1
+        if mark.kind == "cron":
+            options.setdefault("timezone", "UTC")
+        if mark.queue_name is not None and mark.queue_name not in queues:
+            logger.warning(
+                "%s sends to queue %r, which no actor of the loaded modules declares "
+                "(declared: %s): Dramatiq workers consume only the queues of their actors, "
+                "so unless workers elsewhere declare it the message is never processed%s",
+                where, mark.queue_name, ", ".join(sorted(queues)),
+                " and the tracked run blocks the job for queue_lease" if tracked else "")
+        sender = ActorSender(actor, mark, tracked, lease, watch)
         method = getattr(scheduler, mark.kind)
-        method(name, mark.when, sender, **mark.job_options)
+        method(name, mark.when, sender, **options)
         names.append(name)
+    if names:
+        core.on("skip", SlotLog(set(names)))
+        core.on("start", watch.on_start)
     return names
+
+
+def _all_actors(broker: Broker | None) -> list[Actor[Any, Any]]:
+    broker = broker if broker is not None else dramatiq.get_broker()
+    return [broker.get_actor(name) for name in broker.get_declared_actors()]

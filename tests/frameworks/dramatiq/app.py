@@ -3,7 +3,9 @@
 ``ADT_BROKER`` (``redis``/``rabbitmq``), ``ADT_NAMESPACE`` (Redis namespace and queue
 name), ``ADT_STORE`` (anarchon store URL), ``ADT_LOG`` (JSONL log), ``ADT_ROLE``
 (``scheduler``/``worker``), ``ADT_SCENARIO`` (which actor is declared), ``ADT_AT``
-(epoch seconds for ``at`` scenarios), ``ADT_LEASE``/``ADT_HEARTBEAT``.
+(epoch seconds for ``at`` scenarios), ``ADT_LEASE``/``ADT_HEARTBEAT``, ``ADT_MIDDLEWARE``
+(``0``: the broker gets no ``AnarchonMiddleware``, the configuration slip of tracking
+without it).
 
 Scheduler processes log every message they enqueue (``sent``); workers log each
 execution (``begin``/``end``). In the ``hang`` scenario a scheduler blocks before
@@ -71,7 +73,8 @@ class Recorder(Middleware):
 broker = make_broker()
 broker.add_middleware(CurrentMessage())
 broker.add_middleware(Recorder())
-tracking = ad.install_middleware(broker, ENV["ADT_STORE"], lease=LEASE, heartbeat=HEARTBEAT)
+if ENV.get("ADT_MIDDLEWARE", "1") == "1":
+    ad.install_middleware(broker, ENV["ADT_STORE"], lease=LEASE, heartbeat=HEARTBEAT)
 dramatiq.set_broker(broker)
 
 
@@ -111,7 +114,7 @@ elif SCENARIO == "hang":
         log(kind="end", slot=options["anarchon_slot"], attempt=options["anarchon_attempt"])
 
 elif SCENARIO == "crash":
-    @ad.at(float(ENV["ADT_AT"]), track=True)
+    @ad.at(float(ENV["ADT_AT"]), track=True, resend=True)
     @dramatiq.actor(queue_name=NAMESPACE, max_retries=0)
     def slow() -> None:
         options = _begin()

@@ -5,14 +5,20 @@ A missing server (or a missing ``dramatiq`` package) skips locally and fails in 
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import anarchon
+import anarchon_dramatiq as ad
+from anarchon import AsyncScheduler, RunRecord, SqliteBackend
 from tests.stores import in_ci, not_set
 from tests.stores.redis import BASE_URL as REDIS_URL
 from tests.stores.redis import STORE as REDIS_STORE
@@ -31,6 +37,9 @@ if importlib.util.find_spec("dramatiq") is None:
     if in_ci():
         raise RuntimeError('dramatiq is not installed (pip install "anarchon[dramatiq]")')
     collect_ignore_glob = ["test_*.py"]
+else:
+    from dramatiq.brokers.stub import StubBroker
+    from dramatiq.middleware import CurrentMessage
 
 
 def _pika() -> Any:
@@ -97,3 +106,50 @@ def _cleanup(kind: str, namespace: str) -> None:
         for queue in (namespace, f"{namespace}.DQ", f"{namespace}.XQ", f"{namespace}.DQ.XQ"):
             channel.queue_delete(queue)
         connection.close()
+
+
+@pytest.fixture
+def broker() -> Iterator[StubBroker]:
+    """Dramatiq's in-memory broker with ``CurrentMessage``, booted as a worker would be."""
+    stub = StubBroker()
+    stub.add_middleware(CurrentMessage())
+    stub.emit_after("process_boot")
+    yield stub
+    stub.flush_all()
+    stub.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """A SQLite store file of this test's own."""
+    return str(tmp_path / "jobs.db")
+
+
+def history_of(db: str, name: str) -> list[RunRecord]:
+    """Job ``name``'s history in the SQLite store ``db``."""
+    reader = anarchon.Scheduler(SqliteBackend(database=db))
+    try:
+        return reader.history(name)
+    finally:
+        reader.close()
+
+
+def run_scheduler(db: str, broker: StubBroker, seconds_until: Callable[[], bool],
+                  timeout: float, **register: Any) -> AsyncScheduler:
+    """Run a scheduler with ``broker``'s marked actors on ``db`` until ``seconds_until()``."""
+    async def main() -> AsyncScheduler:
+        scheduler = AsyncScheduler(SqliteBackend(database=db), lease=2, heartbeat=0.3,
+                                   jitter=0.05)
+        ad.register_actors(scheduler, broker, **register)
+        await scheduler.start()
+        deadline = time.monotonic() + timeout
+        try:
+            while not seconds_until():
+                if time.monotonic() > deadline:
+                    raise AssertionError("timed out waiting for the scheduler's messages")
+                await asyncio.sleep(0.02)
+        finally:
+            await scheduler.stop()
+        return scheduler
+
+    return asyncio.run(main())

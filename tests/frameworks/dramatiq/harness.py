@@ -45,7 +45,8 @@ class Rig:
     """Processes of one test sharing a broker namespace, a store and a JSONL log."""
 
     def __init__(self, tmp: Path, broker: str, namespace: str, store: str, scenario: str,
-                 at_lead: float | None = None) -> None:
+                 at_lead: float | None = None, *, middleware: bool = True,
+                 queue_lease: float | None = None) -> None:
         self.tmp = tmp
         self.log = tmp / "log.jsonl"
         self.store = store
@@ -53,7 +54,9 @@ class Rig:
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "ADT_BROKER": broker,
                     "ADT_NAMESPACE": namespace, "ADT_STORE": store, "ADT_LOG": str(self.log),
                     "ADT_SCENARIO": scenario, "ADT_LEASE": str(LEASE),
-                    "ADT_HEARTBEAT": str(HEARTBEAT)}
+                    "ADT_HEARTBEAT": str(HEARTBEAT),
+                    "ADT_MIDDLEWARE": "1" if middleware else "0"}
+        self.queue_lease = queue_lease
         #: ``at`` scenarios: the one-off slot lies this far after the schedulers start
         self.at_lead = at_lead
         self.env["ADT_AT"] = "0"  # workers only need the actor declared
@@ -80,7 +83,9 @@ class Rig:
             self._spawn(name, ["-m", "anarchon_dramatiq", "tests.frameworks.dramatiq.app",
                                "--backend", self.store, "--lease", str(LEASE),
                                "--heartbeat", str(HEARTBEAT), "--jitter", "0.1",
-                               "--instance-id", name, "--stop-timeout", "5"], "scheduler")
+                               "--instance-id", name, "--stop-timeout", "5",
+                               *(["--queue-lease", str(self.queue_lease)]
+                                 if self.queue_lease is not None else [])], "scheduler")
         self.wait_for(lambda _: all("started with" in self.output(n) for n in names), 30,
                       "schedulers started")
 

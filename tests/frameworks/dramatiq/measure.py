@@ -2,9 +2,12 @@
 
     python -m tests.frameworks.dramatiq.measure slots --broker redis --seconds 60
     python -m tests.frameworks.dramatiq.measure crash --runs 5
+    python -m tests.frameworks.dramatiq.measure slots --no-middleware --queue-lease 2
 
 ``slots``: 3 ``anarchon-dramatiq`` processes and one worker, an every-1s tracked job:
 messages per slot, lost slots, executions per slot, successes in history.
+``--no-middleware``: the worker's broker lacks ``AnarchonMiddleware`` (and
+``--queue-lease`` sets the schedulers' ``--queue-lease``).
 ``crash``: tracked one-off job, the worker running it is killed with SIGKILL; prints the
 delay from the kill to the backup scheduler's re-send of attempt 2 (Redis broker).
 Needs Redis (store and broker) and, for ``--broker rabbitmq``, RabbitMQ.
@@ -27,14 +30,17 @@ from tests.frameworks.dramatiq.harness import HEARTBEAT, LEASE, Rig, first
 from tests.stores.redis import STORE
 
 
-def _rig(broker: str, scenario: str, at_lead: float | None = None) -> tuple[Rig, str]:
+def _rig(broker: str, scenario: str, at_lead: float | None = None,
+         **options: Any) -> tuple[Rig, str]:
     namespace = "adt_" + uuid.uuid4().hex[:10]
     tmp = Path(tempfile.mkdtemp(prefix=f"adt-{scenario}-"))
-    return Rig(tmp, broker, namespace, STORE.url_for(namespace), scenario, at_lead), namespace
+    return Rig(tmp, broker, namespace, STORE.url_for(namespace), scenario, at_lead,
+               **options), namespace
 
 
-def slots(broker: str, seconds: float) -> dict[str, Any]:
-    rig, namespace = _rig(broker, "count")
+def slots(broker: str, seconds: float, middleware: bool = True,
+          queue_lease: float | None = None) -> dict[str, Any]:
+    rig, namespace = _rig(broker, "count", middleware=middleware, queue_lease=queue_lease)
     try:
         rig.workers("w1")
         rig.schedulers("s0", "s1", "s2")
@@ -44,13 +50,15 @@ def slots(broker: str, seconds: float) -> dict[str, Any]:
         per_slot = Counter(r["slot"] for r in sent)
         rig.wait_for(lambda lines: {r["slot"] for r in lines if r["kind"] == "end"}
                      >= set(per_slot), 30, "the worker to drain the queue")
+        time.sleep(1)  # let the last message's duplicates (if any) be executed too
         ordered = sorted(per_slot)
         expected = set(range(ordered[0], ordered[-1] + 1000, 1000))
         runs = Counter(r["slot"] for r in rig.records("begin"))
         reader = Scheduler(from_url(rig.store))
         records = {r.slot: r for r in reader.history("tick", max(100, len(ordered) + 10))}
         reader.close()
-        return dict(broker=broker, seconds=seconds, schedulers=3, slots=len(ordered),
+        return dict(broker=broker, seconds=seconds, schedulers=3, middleware=middleware,
+                    queue_lease=queue_lease, slots=len(ordered),
                     messages=len(sent),
                     messages_per_slot=dict(Counter(per_slot.values())),
                     slots_lost=len(expected - set(ordered)),
@@ -89,8 +97,11 @@ def main() -> None:
     parser.add_argument("--broker", choices=["redis", "rabbitmq"], default="redis")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--no-middleware", action="store_true")
+    parser.add_argument("--queue-lease", type=float)
     args = parser.parse_args()
-    result = slots(args.broker, args.seconds) if args.what == "slots" else crash(args.runs)
+    result = (slots(args.broker, args.seconds, not args.no_middleware, args.queue_lease)
+              if args.what == "slots" else crash(args.runs))
     print(json.dumps(result))
 
 

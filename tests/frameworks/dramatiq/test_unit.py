@@ -3,10 +3,8 @@ outcome tracking against a real (SQLite) store. Real brokers: ``test_brokers.py`
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import dramatiq
@@ -17,22 +15,8 @@ from dramatiq.middleware import CurrentMessage, Retries
 
 import anarchon
 import anarchon_dramatiq as ad
-from anarchon import AsyncScheduler, RunRecord, SqliteBackend
-
-
-@pytest.fixture
-def broker() -> Iterator[StubBroker]:
-    stub = StubBroker()
-    stub.add_middleware(CurrentMessage())
-    stub.emit_after("process_boot")
-    yield stub
-    stub.flush_all()
-    stub.close()
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return str(tmp_path / "jobs.db")
+from anarchon import SqliteBackend
+from tests.frameworks.dramatiq.conftest import history_of, run_scheduler
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -138,26 +122,6 @@ class Seen:
         self.options: list[dict[str, Any]] = []
 
 
-def _run_scheduler(db: str, broker: StubBroker, seconds_until: Callable[[], bool],
-                   timeout: float, **register: Any) -> AsyncScheduler:
-    async def main() -> AsyncScheduler:
-        scheduler = AsyncScheduler(SqliteBackend(database=db), lease=2, heartbeat=0.3,
-                                   jitter=0.05)
-        ad.register_actors(scheduler, broker, **register)
-        await scheduler.start()
-        deadline = time.monotonic() + timeout
-        try:
-            while not seconds_until():
-                if time.monotonic() > deadline:
-                    raise AssertionError("timed out waiting for the scheduler's messages")
-                await asyncio.sleep(0.02)
-        finally:
-            await scheduler.stop()
-        return scheduler
-
-    return asyncio.run(main())
-
-
 def test_untracked_message_carries_the_slot(broker: StubBroker, db: str) -> None:
     seen = Seen()
 
@@ -171,23 +135,16 @@ def test_untracked_message_carries_the_slot(broker: StubBroker, db: str) -> None
     worker = Worker(broker, worker_timeout=50)
     worker.start()
     try:
-        _run_scheduler(db, broker, lambda: len(seen.options) >= 2, 10)
+        run_scheduler(db, broker, lambda: len(seen.options) >= 2, 10)
     finally:
         worker.stop()
     first = seen.options[0]
     assert first["anarchon_job"] == "tick" and first["anarchon_attempt"] == 1
     assert first["anarchon_slot"] % 1000 == 0 and first["max_retries"] == 3
     assert "anarchon_owner" not in first  # untracked: finished when sent
-    history = _history(db, "tick")
+    history = history_of(db, "tick")
     assert history and {r.status for r in history} == {"success"}
 
-
-def _history(db: str, name: str) -> list[RunRecord]:
-    reader = anarchon.Scheduler(SqliteBackend(database=db))
-    try:
-        return reader.history(name)
-    finally:
-        reader.close()
 
 
 def test_tracked_outcomes_success_and_final_failure(broker: StubBroker, db: str) -> None:
@@ -211,18 +168,18 @@ def test_tracked_outcomes_success_and_final_failure(broker: StubBroker, db: str)
         def settled() -> bool:
             return (sum(1 for c in calls if c[0] == "good") >= 2
                     and sum(1 for c in calls if c[0] == "bad") >= 4)
-        _run_scheduler(db, broker, settled, 15)
+        run_scheduler(db, broker, settled, 15)
         broker.join(good.queue_name, fail_fast=False)
         worker.join()
     finally:
         worker.stop()
         middleware.close()
-    good_runs = _history(db, "good")
+    good_runs = history_of(db, "good")
     assert good_runs and {r.status for r in good_runs} == {"success"}
-    finished = [r for r in _history(db, "bad") if r.status != "running"]
+    finished = [r for r in history_of(db, "bad") if r.status != "running"]
     assert finished and {r.status for r in finished} == {"failure"}
     assert {r.error for r in finished} == {"RuntimeError: boom"}  # the note was replaced
-    assert {r.error for r in _history(db, "bad") if r.status == "running"} <= {
+    assert {r.error for r in history_of(db, "bad") if r.status == "running"} <= {
         None, "retrying: RuntimeError: boom"}
     # one record per slot: the retry stayed inside the same attempt
     assert len({r.slot for r in finished}) == len(finished)
@@ -251,10 +208,11 @@ def test_message_of_a_replaced_attempt_is_skipped(broker: StubBroker, db: str) -
     assert ran == [1]
 
 
-def test_run_info_reads_the_slot_inside_the_actor(broker: StubBroker, db: str) -> None:
+def test_run_info_reads_the_slot_and_data_inside_the_actor(broker: StubBroker,
+                                                           db: str) -> None:
     seen: list[ad.RunInfo | None] = []
 
-    @ad.every("1s")
+    @ad.every("1s", data={"region": "eu"})
     @dramatiq.actor(broker=broker)
     def tick() -> None:
         seen.append(ad.run_info())
@@ -262,12 +220,19 @@ def test_run_info_reads_the_slot_inside_the_actor(broker: StubBroker, db: str) -
     worker = Worker(broker, worker_timeout=50)
     worker.start()
     try:
-        _run_scheduler(db, broker, lambda: len(seen) >= 1, 10)
+        run_scheduler(db, broker, lambda: len(seen) >= 1, 10)
+        scheduler = anarchon.Scheduler(SqliteBackend(database=db))
+        ad.register_actors(scheduler, broker)
+        scheduler.run_now("tick", data={"extra": 1})  # merged with the mark's data
+        scheduler.close()
+        broker.join(tick.queue_name, fail_fast=False)
+        worker.join()
     finally:
         worker.stop()
     info = seen[0]
     assert info is not None and info.job == "tick" and info.attempt == 1
-    assert info.slot % 1000 == 0
+    assert info.slot % 1000 == 0 and info.data == {"region": "eu"}
+    assert seen[-1] is not None and seen[-1].data == {"region": "eu", "extra": 1}
     assert ad.run_info(object()) is None
 
 
@@ -280,7 +245,7 @@ def test_message_skipped_by_age_limit_is_a_failure(broker: StubBroker, db: str) 
     def stale() -> None:
         ran.append(1)
 
-    _run_scheduler(db, broker, lambda: broker.queues[stale.queue_name].qsize() >= 1, 10)
+    run_scheduler(db, broker, lambda: broker.queues[stale.queue_name].qsize() >= 1, 10)
     time.sleep(0.01)  # older than its 1 ms age limit
     worker = Worker(broker, worker_timeout=50)
     worker.start()
@@ -291,7 +256,7 @@ def test_message_skipped_by_age_limit_is_a_failure(broker: StubBroker, db: str) 
         worker.stop()
         middleware.close()
     assert ran == []
-    finished = [r for r in _history(db, "stale") if r.status != "running"]
+    finished = [r for r in history_of(db, "stale") if r.status != "running"]
     assert finished and finished[0].status == "failure"
     assert "skipped" in (finished[0].error or "")
 
