@@ -114,9 +114,9 @@ def build_scheduler(jobs: Iterable[str] | None = None, *, instance_id: str | Non
             register(declaration.name, declaration.when,
                      with_fresh_connections(declaration.handler), **declaration.options)
     if _schedules_dramatiq(config) and wanted is None:
-        from anarchon_dramatiq import register_actors
+        from anarchon_dramatiq.discovery import register_project_actors
 
-        register_actors(scheduler)  # the winner sends; workers record outcomes
+        register_project_actors(scheduler)  # the winner sends; workers record outcomes
     return scheduler
 
 

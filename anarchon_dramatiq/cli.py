@@ -19,9 +19,11 @@ from typing import Any
 
 import dramatiq
 
+from anarchon import Backend
 from anarchon.clierrors import UsageFailure, report
 from anarchon.durations import parse_duration
 
+from .discovery import project_store
 from .runner import build_scheduler
 
 PROG = "anarchon-dramatiq"
@@ -38,7 +40,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend",
                         help="anarchon store URL (redis://…?prefix=…, postgresql://…, "
                              "sqlite:///…); default $ANARCHON_BACKEND (read after the "
-                             "modules are imported, so a module may set it)")
+                             "modules are imported, so a module may set it), else, under "
+                             "Django ($DJANGO_SETTINGS_MODULE, anarchon_django installed), "
+                             "the project's ANARCHON store")
     parser.add_argument("--track", action="store_true",
                         help="track real outcomes for marks that do not set track= "
                              "(workers need AnarchonMiddleware)")
@@ -90,14 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if value is not None:
                 options[key] = parse_duration(_number(value), option=key)
         broker = load(args.modules, args.path)
-        backend = backend_url = args.backend or os.environ.get("ANARCHON_BACKEND")
+        backend_url = args.backend or os.environ.get("ANARCHON_BACKEND")
+        backend: str | Backend | None = backend_url or project_store()
         if not backend:
-            raise ValueError("--backend URL (or $ANARCHON_BACKEND) is required")
+            raise ValueError("--backend URL (or $ANARCHON_BACKEND, or a Django project "
+                             "with anarchon_django) is required")
         scheduler = build_scheduler(
             backend, broker, track=args.track,
             queue_lease=_number(args.queue_lease) if args.queue_lease else None,
             instance_id=args.instance_id, **options)
-    except (ImportError, TypeError, ValueError) as exc:
+    except (ImportError, TypeError, ValueError, LookupError) as exc:
         return report(PROG, UsageFailure(str(exc)).with_traceback(exc.__traceback__),
                       backend_url, args.traceback)
     logging.getLogger("anarchon.dramatiq").info(

@@ -93,6 +93,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
         "anarchon": {"handlers": ["console"], "level": "WARNING"},
+        # each scheduler's wins ("sent message …") and anything it skips or refuses
+        "anarchon.dramatiq": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "anarchon_django": {"handlers": ["console"], "level": "INFO"},
     },
 }

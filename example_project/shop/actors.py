@@ -1,7 +1,7 @@
 """Dramatiq actors scheduled with anarchon_dramatiq marks (schedule first).
 
     dramatiq shop.actors                                   # workers
-    anarchon-dramatiq shop.actors --backend sqlite:///db.sqlite3?table=dramatiq_runs
+    anarchon-dramatiq shop.actors                          # schedulers, on the project's store
 
 (run both from ``example_project/`` with ``DJANGO_SETTINGS_MODULE=project.settings``.)
 """

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.slow
 def make_rig(tmp_path: Path, broker_kind: str, namespace: str, store: str) -> Iterator[Any]:
     made: list[Rig] = []
 
-    def make(scenario: str, at_lead: float | None = None) -> Rig:
-        rig = Rig(tmp_path, broker_kind, namespace, store, scenario, at_lead)
+    def make(scenario: str, at_lead: float | None = None, **options: Any) -> Rig:
+        rig = Rig(tmp_path, broker_kind, namespace, store, scenario, at_lead, **options)
         made.append(rig)
         return rig
 
@@ -68,6 +68,39 @@ def test_one_message_per_slot_and_success_in_history(make_rig: Any, store: str,
     records = {r.slot: r for r in history(store, "tick")}
     assert all(records[slot].status == "success" for slot in slots), records
     assert all(records[slot].attempt == 1 for slot in slots)
+
+
+def test_without_middleware_each_slot_runs_once_and_the_slip_is_logged(
+        make_rig: Any, store: str) -> None:
+    """Tracking with workers that lack AnarchonMiddleware: no outcome ever arrives. Each
+    sent slot is executed once (no re-send after queue_lease), the schedulers log the
+    configuration error naming the middleware, and the slots skipped meanwhile are
+    logged at WARNING."""
+    rig: Rig = make_rig("count", middleware=False, queue_lease=1.0)
+    rig.workers("w1")
+    names = ["s0", "s1", "s2"]
+    rig.schedulers(*names)
+
+    def logged(text: str) -> bool:
+        return any(text in rig.output(n) for n in names)
+
+    # queue_lease 1 s + heartbeat + margin after the first send, then a few more slots
+    rig.wait_for(lambda lines: logged("AnarchonMiddleware") and len(
+        {r["slot"] for r in lines if r["kind"] == "end"}) >= 3, 30,
+                 "the configuration error and three executed slots")
+    rig.stop(*names)
+    sent = rig.records("sent")
+    rig.wait_for(lambda lines: {r["slot"] for r in lines if r["kind"] == "end"}
+                 >= {r["slot"] for r in sent}, 10, "the worker to drain the queue")
+    begins = Counter(r["slot"] for r in rig.records("begin"))
+    assert set(begins.values()) == {1}, f"a slot ran more than once: {begins}"
+    assert {r["attempt"] for r in sent} == {1}
+    errors = [line for n in names for line in rig.output(n).splitlines()
+              if "ERROR" in line and "AnarchonMiddleware" in line]
+    assert errors and "configuration error" in errors[0], errors
+    assert logged("skipped: the job's previous run still holds its lease")
+    finished = [r for r in history(store, "tick") if r.status != "running"]
+    assert finished and {r.status for r in finished} == {"interrupted"}
 
 
 def test_failing_actor_stays_running_while_retried_then_fails(make_rig: Any,
