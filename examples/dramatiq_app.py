@@ -81,7 +81,10 @@ def refresh_cache() -> None:
 
 
 # Marks take send_with_options arguments too: args/kwargs, delay, any message option.
-@ad.every("5s", track=True, name="flaky-report", max_attempts=2, kwargs={"kind": "daily"})
+# resend=True: re-send a slot whose outcome has not arrived within queue_lease (a tracked
+# slot is otherwise sent once), up to max_attempts sends.
+@ad.every("5s", track=True, resend=True, name="flaky-report", max_attempts=2,
+          kwargs={"kind": "daily"})
 @dramatiq.actor(queue_name="anarchon-demo", max_retries=1, min_backoff=500, max_backoff=500)
 def report(kind: str) -> None:
     if random.random() < 0.5:

@@ -1,6 +1,7 @@
 """``example_project/`` boots: migrate, a clean ``check``, three ``anarchon run``
 instances sharing the SQLite database (one killed with SIGKILL), the admin pages for
-staff, and the Celery and Dramatiq wiring built without a broker."""
+staff, the Celery and Dramatiq wiring built without a broker, and two
+``anarchon-dramatiq`` schedulers on the project's own store (Redis broker)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,63 @@ def test_example_project_celery_and_dramatiq_wiring(env: dict[str, str]) -> None
     output = manage(env, "shell", "-c", script)
     assert "'send-digest'" in output and "'ping'" in output, output
     assert "actors ['weekly-newsletter', 'refresh_prices']" in output, output
+
+
+def test_example_project_dramatiq_schedulers_share_the_project_history(
+        env: dict[str, str], tmp_path: Path) -> None:
+    """``anarchon-dramatiq`` without ``--backend`` uses the project's store: its jobs are
+    listed, triggered and shown by ``manage.py anarchon``, and the winner's send is
+    visible at INFO with the project's LOGGING."""
+    from tests.stores.redis import BASE_URL, redis_unavailable
+
+    reason = redis_unavailable(BASE_URL, "ANARCHON_REDIS_URL")
+    if reason:
+        pytest.skip(reason)
+    env = {**env, "REDIS_URL": BASE_URL}
+    manage(env, "migrate", "--noinput")
+    outputs = [tmp_path / f"s{i}.out" for i in range(2)]
+    procs = []
+    for out in outputs:
+        with out.open("wb") as handle:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "anarchon_dramatiq", "shop.actors", "--lease", "2",
+                 "--heartbeat", "0.4", "--jitter", "0.1"], cwd=PROJECT, env=env,
+                stdout=handle, stderr=subprocess.STDOUT))
+
+    def text() -> str:
+        return "".join(out.read_text(errors="replace") for out in outputs)
+
+    try:
+        _wait(lambda: text().count("scheduling weekly-newsletter, refresh_prices") == 2, 30,
+              text)
+        assert "refresh_prices" in manage(env, "anarchon", "list")
+        manage(env, "anarchon", "trigger", "refresh_prices")
+        _wait(lambda: "sent message" in text(), 30, text)
+        history = manage(env, "anarchon", "history", "refresh_prices")
+        assert "manual" in history and "success" in history, history
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(30)
+        _drop_broker_keys(BASE_URL)
+    assert [proc.returncode for proc in procs] == [0, 0], text()
+    assert "refresh_prices' slot" in text() and "to shop" in text()
+
+
+def _wait(check: Callable[[], bool], timeout: float, tail: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s:\n{tail()[-3000:]}")
+        time.sleep(0.1)
+
+
+def _drop_broker_keys(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter("anarchon-example-project*"))  # dramatiq_setup's namespace
+    if keys:
+        client.delete(*keys)
+    client.close()
