@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import dramatiq
@@ -234,3 +235,43 @@ def test_overlap_skips_are_logged_at_warning(broker: StubBroker, db: str,
     warnings = [r for r in caplog.records if "skipped" in r.getMessage()]
     assert all(r.levelno == logging.WARNING for r in warnings)
     assert "overlap" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize("with_middleware", [True, False])
+def test_missing_outcomes_are_a_configuration_error_after_queue_lease(
+        broker: StubBroker, db: str, caplog: pytest.LogCaptureFixture,
+        with_middleware: bool) -> None:
+    """Once queue_lease has passed after a tracked send, the scheduler checks that the
+    worker recorded the outcome; without the middleware it logs a configuration error."""
+    middleware = (ad.install_middleware(broker, f"sqlite:///{db}", lease=2, heartbeat=0.3)
+                  if with_middleware else None)
+    done: list[float] = []
+
+    @ad.every("1s", track=True, queue_lease=0.5)
+    @dramatiq.actor(broker=broker)
+    def quick() -> None:
+        done.append(time.monotonic())
+
+    def errors() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.ERROR]
+
+    worker = Worker(broker, worker_timeout=50)
+    worker.start()
+    try:
+        with caplog.at_level(logging.INFO, "anarchon.dramatiq"):
+            # the first check is due 0.5 + 0.3 + 0.5 s after the first send
+            run_scheduler(db, broker, lambda: bool(errors()) or (
+                bool(done) and time.monotonic() - done[0] > 2.5), 15)
+    finally:
+        worker.stop()
+        if middleware is not None:
+            middleware.close()
+    finished = {r.status for r in history_of(db, "quick") if r.status != "running"}
+    if with_middleware:
+        assert not errors() and "no outcome" not in caplog.text
+        assert finished == {"success"}
+    else:
+        (error,) = errors()
+        assert "configuration error" in error.getMessage()
+        assert "AnarchonMiddleware" in error.getMessage()
+        assert finished <= {"interrupted"}
