@@ -6,7 +6,9 @@ named after the actor unless ``name=`` is given), run ``anarchon-dramatiq MODULE
 --backend URL`` on every instance (or call [`register_actors()`][anarchon_dramatiq.register_actors]
 on a scheduler you run yourself, e.g. from Django's ``manage.py anarchon run``), and add
 [`AnarchonMiddleware`][anarchon_dramatiq.AnarchonMiddleware] to the workers' broker before
-``Retries`` to record the real outcome of tracked messages (``track=True``).
+``Retries`` to record the real outcome of tracked messages (``track=True``). A tracked
+slot is sent once unless its mark says ``resend=True``; outcomes that never arrive are
+logged as a configuration error.
 """
 
 from __future__ import annotations

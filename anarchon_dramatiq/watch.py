@@ -4,10 +4,11 @@
 WARNING, ``taken`` — another instance won it — at DEBUG).
 
 :class:`OutcomeWatch` checks, once ``queue_lease`` has passed after a tracked message was
-sent, that a worker took the run over (renewed its lease or recorded an outcome). If
-not, the workers most likely lack :class:`~anarchon_dramatiq.AnarchonMiddleware`: that is
-logged as a configuration error (ERROR, the first time per job; WARNING after). Once a
-job's outcome has arrived, its later messages are not checked any more.
+sent, that a worker took the run over (renewed its lease or recorded an outcome). If not,
+and no worker has ever recorded an outcome of the job, the workers lack
+:class:`~anarchon_dramatiq.AnarchonMiddleware`: logged at ERROR as a configuration error
+naming it. A job whose outcomes did arrive before gets a WARNING instead (a backlog in
+the queue, or a lost worker). One check per job is pending at a time.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ class OutcomeWatch:
     def __init__(self, core: AsyncScheduler) -> None:
         self.core = core
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._verified: set[str] = set()
-        self._reported: set[str] = set()
+        #: jobs with a check pending (one at a time per job)
+        self._pending: set[str] = set()
         self._checks: set[asyncio.Task[None]] = set()
 
     def on_start(self, event: Event) -> None:
@@ -71,55 +72,58 @@ class OutcomeWatch:
                resend: bool) -> None:
         """Check run ``(name, slot, attempt)`` once ``queue_lease`` has passed (thread-safe)."""
         loop = self._loop
-        if (loop is None or name in self._verified
-                or not isinstance(self.core.backend, LeaseBackend)):
+        if loop is None or not isinstance(self.core.backend, LeaseBackend):
             return
         wait = queue_lease + self.core.options.heartbeat + CHECK_MARGIN
 
         def arm() -> None:
-            loop.call_later(wait, self._spawn, name, slot, attempt, queue_lease, resend)
+            if name not in self._pending:
+                self._pending.add(name)
+                loop.call_later(wait, self._spawn, name, slot, attempt, queue_lease, resend)
 
         loop.call_soon_threadsafe(arm)
 
-    def _spawn(self, *args: Any) -> None:
+    def _spawn(self, name: str, *args: Any) -> None:
         if self.core.running:
-            task = asyncio.ensure_future(self._check(*args))
+            task = asyncio.ensure_future(self._check(name, *args))
             self._checks.add(task)
             task.add_done_callback(self._checks.discard)
+        else:
+            self._pending.discard(name)
 
     async def _check(self, name: str, slot: int, attempt: int, queue_lease: float,
                      resend: bool) -> None:
-        if not self.core.running or name in self._verified:
-            return
-        backend = self.core.backend
-        assert isinstance(backend, LeaseBackend)
         try:
-            records = await self.core.history(name, 20)
-            states = await backend.unfinished([name])
+            if self.core.running:
+                await self._judge(name, slot, attempt, queue_lease, resend)
         except Exception as exc:  # the store is down: its errors are reported elsewhere
             logger.debug("job %r slot %s: outcome check failed: %s", name, slot, exc)
-            return
+        finally:
+            self._pending.discard(name)
+
+    async def _judge(self, name: str, slot: int, attempt: int, queue_lease: float,
+                     resend: bool) -> None:
+        backend = self.core.backend
+        assert isinstance(backend, LeaseBackend)
+        records = await self.core.history(name, 50)
+        states = await backend.unfinished([name])
         record = next((r for r in records if r.slot == slot and r.attempt == attempt
                        and not r.manual), None)
-        if record is None:
-            return  # trimmed from history already: nothing to judge
-        if record.status in ("success", "failure"):
-            self._verified.add(name)
-            return
+        if record is None or record.status in ("success", "failure"):
+            return  # reported (or trimmed from history already: nothing to judge)
         state = next((s for s in states if s.slot == slot and s.attempt == attempt), None)
         if record.status == "running" and state is not None and not state.lease_expired:
-            self._verified.add(name)  # a worker renews the lease: the middleware is there
-            return
-        self._report(name, slot, attempt, queue_lease, resend)
+            return  # a worker renews the lease: the middleware is there
+        ever = any(r.status in ("success", "failure") and not r.manual for r in records)
+        self._report(name, slot, attempt, queue_lease, resend, ever)
 
     def _report(self, name: str, slot: int, attempt: int, queue_lease: float,
-                resend: bool) -> None:
+                resend: bool, ever: bool) -> None:
         after = ("a backup scheduler sends the slot again as the next attempt "
                  "(resend=True), which may run the actor again" if resend else
                  "the slot is not sent again (resend=False): the actor ran at most once, "
                  "and the run ends interrupted")
-        if name not in self._reported:
-            self._reported.add(name)
+        if not ever:
             logger.error(
                 "configuration error? job %r slot %s attempt %d: the outcome of its tracked "
                 "message did not arrive within queue_lease (%gs). The workers' broker needs "
@@ -130,6 +134,6 @@ class OutcomeWatch:
                 "longer than queue_lease: raise queue_lease.) Now %s.",
                 name, slot, attempt, queue_lease, self.core.backend.name, after)
         else:
-            logger.warning("job %r slot %s attempt %d: no outcome within queue_lease (%gs) "
-                           "again (AnarchonMiddleware missing on the workers?); %s", name,
-                           slot, attempt, queue_lease, after)
+            logger.warning("job %r slot %s attempt %d: no worker reported its message "
+                           "within queue_lease (%gs): it is still queued (a backlog) or its "
+                           "worker was lost; %s", name, slot, attempt, queue_lease, after)
