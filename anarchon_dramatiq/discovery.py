@@ -1,11 +1,11 @@
 """Django: marked actors found where django_dramatiq finds them, on the project's store.
 
-* :func:`register_project_actors` (called by ``anarchon_django`` when it schedules
+* ``register_project_actors()`` (called by ``anarchon_django`` when it schedules
   Dramatiq actors, e.g. in ``manage.py anarchon run``) imports every installed app's
   ``tasks`` module first — the modules django_dramatiq's workers load
   (``DRAMATIQ_AUTODISCOVER_MODULES``, default ``["tasks"]``) — so actors declared there
   are scheduled without extra settings.
-* :func:`project_store` gives ``anarchon-dramatiq`` the project's anarchon store
+* ``project_store()`` gives ``anarchon-dramatiq`` the project's anarchon store
   (``ANARCHON["BACKEND"]`` and its table) when run under Django without ``--backend``:
   one history for Celery, Dramatiq and plain jobs, which ``manage.py anarchon
   history``/``list`` and the admin show together.
@@ -36,7 +36,7 @@ def actor_modules() -> list[str]:
 
 
 def discover_actors() -> None:
-    """Import :func:`actor_modules` of every installed app (a missing one is skipped, a
+    """Import ``actor_modules()`` of every installed app (a missing one is skipped, a
     broken one raises, as Django's own autodiscovery does)."""
     from django.utils.module_loading import autodiscover_modules
 
@@ -45,7 +45,7 @@ def discover_actors() -> None:
 
 def register_project_actors(scheduler: AnyScheduler, **options: Any) -> list[str]:
     """Discover the project's actors, register the marked ones on ``scheduler`` and say
-    so when none is marked (``options`` as for :func:`register_actors`)."""
+    so when none is marked (``options`` as for ``register_actors()``)."""
     discover_actors()
     names = register_actors(scheduler, **options)
     if not names:

@@ -14,12 +14,12 @@ queue, so with ``overlap="skip"`` the next slot is not sent while this one is qu
 running, and a message nobody finishes (worker killed) is re-sent by a backup scheduler
 as the next attempt once the lease expires — only with ``resend=True``: by default a
 tracked slot is sent once (``max_attempts=1``), so a worker without the middleware, or a
-slow queue, never makes the actor run twice; :class:`~anarchon_dramatiq.watch.OutcomeWatch`
+slow queue, never makes the actor run twice; ``OutcomeWatch``
 logs the missing outcome as a configuration error instead. Untracked jobs record
 ``success`` as soon as the message is sent.
 
 A failed send is logged at ERROR with the broker's error and recorded as the run's
-failure; skipped slots are logged (:class:`~anarchon_dramatiq.watch.SlotLog`).
+failure; skipped slots are logged (``SlotLog``).
 """
 
 from __future__ import annotations

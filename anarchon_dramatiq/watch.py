@@ -1,12 +1,12 @@
 """Noticing what would otherwise stay silent: skipped slots and outcomes that never arrive.
 
-:class:`SlotLog` logs every skip of a marked actor's slot (``overlap`` and ``late`` at
+``SlotLog`` logs every skip of a marked actor's slot (``overlap`` and ``late`` at
 WARNING, ``taken`` — another instance won it — at DEBUG).
 
-:class:`OutcomeWatch` checks, once ``queue_lease`` has passed after a tracked message was
+``OutcomeWatch`` checks, once ``queue_lease`` has passed after a tracked message was
 sent, that a worker took the run over (renewed its lease or recorded an outcome). If not,
 and no worker has ever recorded an outcome of the job, the workers lack
-:class:`~anarchon_dramatiq.AnarchonMiddleware`: logged at ERROR as a configuration error
+``AnarchonMiddleware``: logged at ERROR as a configuration error
 naming it. A job whose outcomes did arrive before gets a WARNING instead (a backlog in
 the queue, or a lost worker). One check per job is pending at a time.
 """
@@ -53,7 +53,7 @@ class OutcomeWatch:
     """Checks that tracked messages' outcomes reach the store (see the module docstring).
 
     Attach with ``core.on("start", watch.on_start)`` (it learns the scheduler's loop from
-    the first run) and call :meth:`expect` from the sender after each tracked send.
+    the first run) and call ``expect()`` from the sender after each tracked send.
     """
 
     def __init__(self, core: AsyncScheduler) -> None:
