@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import datetime
 from types import FrameType
 from typing import Any, TypeVar, overload
 
-from .backends.base import Backend
+from .backends.base import Backend, JobSpec
 from .clock import Clock
 from .durations import DurationLike
 from .engine import AsyncScheduler
@@ -227,6 +227,13 @@ class Scheduler:
         """Jobs registered here plus jobs other instances registered in the store, by name
         (connects on demand: works in a process that registers no jobs)."""
         return self._call(self.core.jobs())
+
+    def announce(self, specs: Sequence[JobSpec]) -> None:
+        """Record jobs this instance knows of but does not run, e.g. a framework's entry
+        refused with the reason as its ``schedule`` text: :meth:`jobs` and ``anarchon
+        jobs`` list them (a later registration of the same name replaces the text)."""
+        if specs:
+            self._call(self.core.backend.register(list(specs)))
 
     def close(self) -> None:
         """Release connections opened for queries by a scheduler that never started."""

@@ -7,8 +7,8 @@ Celery config keys (SPEC §16): ``anarchon_backend`` (URL or backend object),
 ``anarchon_stop_timeout`` (duration). Under Django's ``CELERY_`` namespace the same keys
 are upper-cased. When none of them is set and Django is configured, Django's
 ``ANARCHON`` setting is read (keys ``BACKEND``, ``OPTIONS``, ``SCHEDULER``, any case).
-With nothing set and a ``redis://`` broker, the broker's Redis is used with its own
-prefix ``anarchon:``.
+With nothing set and a Redis broker, the broker's Redis is used with its own prefix
+``anarchon:`` and the broker's connection settings (see :mod:`anarchon_celery.broker`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from anarchon import Backend, from_url, parse_duration
 
+from .broker import BrokerStoreError, broker_store_url
+
 DEFAULT_PREFIX = "anarchon:"
-_REDIS_SCHEMES = ("redis", "rediss")
 
 
 class ConfigurationError(ValueError):
@@ -98,17 +98,6 @@ def _mapping(value: Any, key: str) -> dict[str, Any]:
     return dict(value)
 
 
-def broker_default(broker_url: Any) -> str | None:
-    """The broker's Redis without query or credentials-in-query, if it is Redis."""
-    if not isinstance(broker_url, str):
-        return None
-    first = broker_url.split(";")[0].strip()
-    parts = urlsplit(first)
-    if parts.scheme.lower() not in _REDIS_SCHEMES:
-        return None
-    return urlunsplit((parts.scheme, parts.netloc, parts.path or "/0", "", ""))
-
-
 def resolve(app: Any) -> Settings:
     """Read the settings of ``app`` (no I/O). Raises
     [`ConfigurationError`][anarchon_celery.config.ConfigurationError]."""
@@ -126,7 +115,11 @@ def resolve(app: Any) -> Settings:
                          **scheduler}
             source = "settings.ANARCHON"
     if backend is None:
-        default = broker_default(_get(conf, "broker_url"))
+        try:
+            default = broker_store_url(_get(conf, "broker_url"), _get(conf, "broker_use_ssl"),
+                                       _get(conf, "broker_transport_options"))
+        except BrokerStoreError as exc:
+            raise ConfigurationError(f"anarchon_celery: {exc}") from None
         if default is None:
             raise ConfigurationError(
                 "anarchon_celery needs a store: set anarchon_backend in the Celery config "
@@ -163,4 +156,4 @@ def _sanitize(url: str) -> str:
     return str(maybe_sanitize_url(url))
 
 
-__all__ = ["ConfigurationError", "DEFAULT_PREFIX", "Settings", "broker_default", "resolve"]
+__all__ = ["ConfigurationError", "DEFAULT_PREFIX", "Settings", "resolve"]

@@ -9,10 +9,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from anarchon import parse_duration
-from anarchon.slots import Schedule
+from anarchon.slots import Schedule, load_timezone
 
 from .config import ConfigurationError
 from .crontab import CeleryCrontabSchedule
+from .solar import CelerySolarSchedule
 
 #: per-entry options of this package, taken out of ``options["anarchon"]``
 PACKAGE_OPTIONS = ("queue_lease", "track_outcomes")
@@ -23,7 +24,8 @@ class JobPlan:
     """One beat entry as an anarchon job."""
 
     name: str
-    #: ``"every"`` (``when`` = seconds) or ``"cron"`` (``when`` = expression)
+    #: ``"every"`` (``when`` = seconds), ``"cron"`` (``when`` = expression) or
+    #: ``"solar"`` (``when`` = its description)
     kind: str
     when: Any
     #: replaces the core's schedule (Celery's crontab rules), or ``None``
@@ -37,7 +39,15 @@ class JobPlan:
 
 
 def app_timezone(app: Any) -> ZoneInfo:
-    """The app's timezone as an IANA zone; local time is refused (it differs per node)."""
+    """The app's timezone as an IANA zone; the host's local zone is refused (it differs
+    per node, so each beat would put a crontab's slots at another instant)."""
+    conf = app.conf
+    if not conf.get("timezone") and not conf.get("enable_utc", True):
+        raise ConfigurationError(
+            "enable_utc=False and no timezone set: Celery then evaluates crontabs in each "
+            "host's local zone, so beats on hosts in different zones would publish one "
+            "slot at different instants; set app.conf.timezone to an IANA zone (e.g. "
+            "timezone='Europe/Berlin') or enable_utc=True")
     tz = app.timezone
     if isinstance(tz, ZoneInfo):
         return tz
@@ -52,11 +62,36 @@ def app_timezone(app: Any) -> ZoneInfo:
         ) from exc
 
 
-def convert_entry(name: str, entry: Any, tz: ZoneInfo) -> JobPlan:
-    """Turn one ``ScheduleEntry`` into a [`JobPlan`][anarchon_celery.convert.JobPlan] or raise
-    naming the entry."""
+def _overrides(sched: Any, base: type, names: tuple[str, ...]) -> bool:
+    """Whether ``sched``'s class replaces any of ``base``'s methods ``names``."""
+    return any(getattr(type(sched), n, None) is not getattr(base, n, None) for n in names)
+
+
+def path_of(sched: Any, relative: bool = False) -> str:
+    """How an entry's schedule runs: ``"every"``, ``"cron"`` or ``"solar"`` (slots every
+    beat computes alike) or ``"shared"`` (the schedule's own ``is_due`` on the shared
+    ``last_run_at``)."""
     from celery.schedules import crontab, schedule, solar
 
+    timing = ("is_due", "remaining_estimate", "remaining_delta")
+    if isinstance(sched, crontab) and not _overrides(sched, crontab, timing):
+        return "cron"
+    if isinstance(sched, solar) and not _overrides(sched, solar, timing):
+        return "solar"
+    if (type(sched) is schedule and not relative
+            and not getattr(sched, "relative", False)):
+        return "every"
+    return "shared"
+
+
+def convert_entry(name: str, entry: Any, tz: ZoneInfo,
+                  default_zone: str | None = None) -> JobPlan:
+    """Turn one ``ScheduleEntry`` into a [`JobPlan`][anarchon_celery.convert.JobPlan] or raise
+    naming the entry.
+
+    A crontab's zone is the entry's ``options["anarchon"]["timezone"]``, else
+    ``default_zone`` (``anarchon_scheduler["timezone"]``), else the app's ``tz``.
+    """
     options = dict(entry.options or {})
     raw = options.pop("anarchon", None) or {}
     if not isinstance(raw, Mapping):
@@ -68,25 +103,34 @@ def convert_entry(name: str, entry: Any, tz: ZoneInfo) -> JobPlan:
         extra["queue_lease"] = parse_duration(extra["queue_lease"],
                                               option=f"beat entry {name!r}: queue_lease")
     sched = entry.schedule
-    if isinstance(sched, crontab):
-        job_options.setdefault("timezone", tz.key)
-        zone = ZoneInfo(job_options["timezone"]) if job_options["timezone"] != tz.key else tz
+    path = path_of(sched, bool(getattr(entry, "relative", False)))
+    if path == "cron":
+        zone_name = job_options.setdefault("timezone", default_zone or tz.key)
+        try:
+            zone = tz if zone_name == tz.key else load_timezone(zone_name, job=name)
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"beat entry {name!r}: {exc}") from None
+        job_options["timezone"] = zone.key
         cron = CeleryCrontabSchedule.from_crontab(sched, zone)
         return JobPlan(name, "cron", cron.expr, cron, job_options, extra, options)
-    if isinstance(sched, solar):
-        raise ConfigurationError(
-            f"beat entry {name!r}: solar schedules are not supported by anarchon_celery yet "
-            "(they need a deterministic schedule hook in anarchon); use a crontab")
-    if type(sched) is schedule:
-        run_every = sched.run_every  # type: ignore[attr-defined]
+    if "timezone" in job_options:
+        raise ConfigurationError(f"beat entry {name!r}: options['anarchon']['timezone'] only "
+                                 f"applies to crontab entries, not to a {type(sched).__name__}")
+    if path == "solar":
+        solar_schedule = CelerySolarSchedule.from_solar(sched)
+        return JobPlan(name, "solar", solar_schedule.describe(), solar_schedule, job_options,
+                       extra, options)
+    if path == "every":
+        run_every = sched.run_every
         seconds = float(run_every.total_seconds())
         if seconds <= 0:
             raise ConfigurationError(f"beat entry {name!r}: interval must be positive, got "
                                      f"{run_every!r}")
         return JobPlan(name, "every", seconds, None, job_options, extra, options)
     raise ConfigurationError(
-        f"beat entry {name!r}: schedule {sched!r} ({type(sched).__name__}) cannot be computed "
-        "identically on every beat; use seconds, a timedelta or a crontab")
+        f"beat entry {name!r}: its {type(sched).__name__} schedule decides by its "
+        "own is_due, which anarchon_celery cannot run on every beat alike yet; use "
+        "seconds, a timedelta, a crontab or a solar")
 
 
-__all__ = ["JobPlan", "PACKAGE_OPTIONS", "app_timezone", "convert_entry"]
+__all__ = ["JobPlan", "PACKAGE_OPTIONS", "app_timezone", "convert_entry", "path_of"]

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from typing import Any
 
 from celery import beat
 
 from anarchon import Scheduler as CoreScheduler
 from anarchon import parse_duration
+from anarchon.backends.base import JobSpec
 
 from .config import Settings, resolve
 from .convert import JobPlan, app_timezone, convert_entry
 from .publish import Publisher
+from .runbook import RunBook
 
 logger = logging.getLogger("anarchon.celery")
+#: up to this many entries, each one's schedule and next run is logged at start
+_DESCRIBED = 20
 
 
 class Scheduler(beat.Scheduler):
@@ -46,6 +51,10 @@ class Scheduler(beat.Scheduler):
         self._started = False
         self._closed = False
         self._next_due: float | None = None
+        #: entries that do not run, by name: why (logged at ERROR once per start)
+        self.refused: dict[str, str] = {}
+        self._runbook: RunBook | None = None
+        self._described: dict[str, str] = {}
         super().__init__(app, lazy=lazy, **kwargs)
 
     # -- configuration (pure) ---------------------------------------------------------------
@@ -67,10 +76,20 @@ class Scheduler(beat.Scheduler):
         self._entries_loaded = True
 
     def plans(self) -> list[JobPlan]:
-        """The jobs the entries become (raises naming an entry that cannot be converted)."""
+        """The jobs the entries become. An entry that cannot be converted is left out and
+        kept in :attr:`refused` with the reason; a setting that concerns every entry (the
+        app's timezone) raises :class:`ConfigurationError`."""
         self._load_entries()
         tz = app_timezone(self.app)
-        return [convert_entry(name, entry, tz) for name, entry in sorted(self.schedule.items())]
+        zone = self.settings.scheduler_options.get("timezone")
+        self.refused = {}
+        plans = []
+        for name, entry in sorted(self.schedule.items()):
+            try:
+                plans.append(convert_entry(name, entry, tz, zone))
+            except Exception as exc:  # whatever the schedule object raises: refuse it
+                self.refused[name] = str(exc)
+        return plans
 
     @property
     def anarchon(self) -> CoreScheduler:
@@ -84,6 +103,9 @@ class Scheduler(beat.Scheduler):
         options = dict(settings.scheduler_options)
         core = CoreScheduler(settings.build_backend(), **options)
         core.on("skip", _log_skip)
+        self._runbook = RunBook(self.schedule, app_timezone(self.app))
+        core.on("start", self._runbook.on_event)
+        core.on("skip", self._runbook.on_event)
         default_max_late = parse_duration(options.get("max_late", 60), option="max_late")
         for plan in self.plans():
             track = bool(plan.extra.get("track_outcomes", settings.track_outcomes))
@@ -100,10 +122,20 @@ class Scheduler(beat.Scheduler):
                 # previous publish is still retrying (broker down) or its finish is not
                 # written yet (under a burst and CPU load: seconds after the publish)
                 job_options["overlap"] = "allow"
-            if plan.schedule is not None:
-                core.schedule(plan.name, plan.schedule, publisher, **job_options)
-            else:
-                core._add(plan.kind, plan.name, plan.when, publisher, job_options)
+            self._described[plan.name] = (plan.schedule.describe() if plan.schedule
+                                          else f"every {plan.when:g}s")
+            try:
+                if plan.schedule is not None:
+                    core.schedule(plan.name, plan.schedule, publisher, **job_options)
+                else:
+                    core._add(plan.kind, plan.name, plan.when, publisher, job_options)
+            except (TypeError, ValueError) as exc:  # an option the core refuses
+                self.refused[plan.name] = str(exc)
+        for name, reason in sorted(self.refused.items()):
+            entry = self.schedule[name]
+            logger.error("beat entry %r (task %s, schedule %s) refused, it does not run: %s; "
+                         "the other entries run", name, entry.task, _shown(entry.schedule),
+                         reason)
         return core
 
     # -- beat's interface -------------------------------------------------------------------
@@ -113,6 +145,14 @@ class Scheduler(beat.Scheduler):
         core = self.anarchon
         core.start()
         self._started = True
+        core.announce([JobSpec(name, "refused", f"refused: {reason}")
+                       for name, reason in sorted(self.refused.items())])
+        if self._runbook is not None:
+            self._runbook.load(core.history, core.job_names)
+        describe = logger.info if len(core.job_names) <= _DESCRIBED else logger.debug
+        for name in core.job_names:
+            describe("anarchon_celery: entry %r: %s; next run %s", name,
+                     self._described.get(name, "?"), _iso(core.next_run(name)))
         logger.info("anarchon_celery: %d entr%s on %s; instance %s", len(core.job_names),
                     "y" if len(core.job_names) == 1 else "ies", core.backend.name,
                     core.instance_id)
@@ -151,6 +191,18 @@ class Scheduler(beat.Scheduler):
         except Exception as exc:
             where = f"not configured: {exc}"
         return f"    . anarchon -> {where}"
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, even for a schedule object too broken to show itself."""
+    try:
+        return repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+
+
+def _iso(value: datetime | None) -> str:
+    return value.isoformat() if value is not None else "never"
 
 
 def _log_skip(event: Any) -> None:

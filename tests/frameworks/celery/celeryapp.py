@@ -3,7 +3,9 @@
 Configured by the JSON in ``ANARCHON_CELERY_TEST``: ``broker``, ``keyprefix`` (kombu's
 ``global_keyprefix`` for every broker key), ``queue``, ``backend``
 (anarchon URL), ``scheduler`` (anarchon scheduler options), ``entries`` (name ->
-``{"task", "every" | "crontab", "args", "kwargs", "options"}``), ``track`` (bool),
+``{"task", "every" | "crontab" | "solar" | "custom", "args", "kwargs", "options"}``;
+``solar`` = ``[event, lat, lon]``, ``custom`` = a name in ``schedules.py``), ``timezone``
+(JSON null for none) and ``enable_utc``, ``track`` (bool),
 ``store_pool`` (size of a blocking Redis pool: the backend is then built on the app's own
 client), ``log`` (JSONL file every publish and task run is appended to), ``publish_delay``,
 ``many`` (``{"count", "every", "task", "options"}``: that many generated interval entries
@@ -23,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from celery import Celery, signals
 from celery.beat import BeatLazyFunc
-from celery.schedules import crontab
+from celery.schedules import crontab, solar
 
 from anarchon_celery import token_from_request, track_outcomes
 
@@ -34,7 +36,8 @@ app = Celery("anarchon_test", broker=CONFIG.get("broker"), set_as_current=True)
 app.conf.update(
     broker_transport_options={"global_keyprefix": CONFIG.get("keyprefix", "")},
     task_default_queue=CONFIG.get("queue", "celery"),
-    timezone=CONFIG.get("timezone", "UTC"),
+    timezone=CONFIG.get("timezone", "UTC"),  # JSON null: no timezone (enable_utc decides)
+    enable_utc=CONFIG.get("enable_utc", True),
     broker_connection_retry_on_startup=True,
     worker_hijack_root_logger=False,
     worker_prefetch_multiplier=1,
@@ -68,6 +71,12 @@ if CONFIG.get("queue_lease"):
 def _schedule(spec: dict[str, Any]) -> Any:
     if "crontab" in spec:
         return crontab(**spec["crontab"])
+    if "solar" in spec:
+        return solar(*spec["solar"])
+    if "custom" in spec:
+        from tests.frameworks.celery.schedules import custom_schedule
+
+        return custom_schedule(spec["custom"], spec.get("every", 1))
     return timedelta(seconds=spec["every"])
 
 

@@ -42,9 +42,9 @@ class CeleryCluster:
                        **config}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
-    def _spawn(self, name: str, args: list[str], config: dict[str, Any] | None = None
-               ) -> subprocess.Popen[bytes]:
-        env = {**os.environ, "PYTHONPATH": str(ROOT),
+    def _spawn(self, name: str, args: list[str], config: dict[str, Any] | None = None,
+               env_extra: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = {**os.environ, **(env_extra or {}), "PYTHONPATH": str(ROOT),
                "ANARCHON_CELERY_TEST": json.dumps({**self.config, **(config or {})})}
         out = (self.tmp / f"{name}.out").open("wb")
         proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", APP, *args], cwd=ROOT,
@@ -53,12 +53,13 @@ class CeleryCluster:
         return proc
 
     def beat(self, name: str, scheduler: str = "anarchon_celery:Scheduler",
-             **config: Any) -> subprocess.Popen[bytes]:
-        """Start ``celery beat`` (``scheduler=""`` for stock beat)."""
+             env: dict[str, str] | None = None, **config: Any) -> subprocess.Popen[bytes]:
+        """Start ``celery beat`` (``scheduler=""`` for stock beat; ``env``: more
+        environment variables, e.g. ``TZ``)."""
         args = ["beat", "-l", "INFO", "-s", str(self.tmp / f"{name}-schedule")]
         if scheduler:
             args += ["-S", scheduler]
-        return self._spawn(name, args, config)
+        return self._spawn(name, args, config, env)
 
     def worker(self, name: str, queue: str, pool: str = "solo", concurrency: int = 1,
                extra: list[str] | None = None, **config: Any) -> subprocess.Popen[bytes]:

@@ -121,7 +121,7 @@ def test_expression_uses_fields_not_repr() -> None:
 
 def make_app(**conf: Any) -> Celery:
     app = Celery("units", set_as_current=False, broker=conf.pop("broker", "redis://h:1/3"))
-    app.conf.update(timezone="America/New_York", **conf)
+    app.conf.update({"timezone": "America/New_York", **conf})
     return app
 
 
@@ -159,7 +159,7 @@ def test_lazy_build_has_no_side_effects(tmp_path: Any) -> None:
 def test_default_backend_is_the_brokers_redis() -> None:
     app = make_app(broker="redis://:secret@redis.example:6380/2?ssl_cert_reqs=none")
     beat = Scheduler(app, lazy=True)
-    assert beat.settings.backend == "redis://:secret@redis.example:6380/2"
+    assert beat.settings.backend == "redis://:secret@redis.example:6380/2?ssl_cert_reqs=none"
     assert beat.settings.backend_options == {"prefix": "anarchon:"}
     assert "secret" not in beat.info
     assert "broker" in beat.info
@@ -173,28 +173,95 @@ def test_no_store_and_no_redis_broker_is_a_clear_error() -> None:
         _ = beat.anarchon
 
 
+def test_broker_tls_and_transport_settings_reach_the_store() -> None:
+    import ssl
+
+    app = make_app(broker="redis://cache.example:6379/1?ssl_cert_reqs=CERT_NONE&x=1",
+                   broker_use_ssl={"ssl_cert_reqs": ssl.CERT_REQUIRED,
+                                   "ssl_ca_certs": "/etc/ca.pem"},
+                   broker_transport_options={"socket_timeout": 4, "visibility_timeout": 9,
+                                             "retry_on_timeout": True})
+    url = Scheduler(app, lazy=True).settings.backend
+    # the URL's own query wins; broker_use_ssl turns TLS on as kombu does
+    assert url == ("rediss://cache.example:6379/1?ssl_cert_reqs=none&ssl_ca_certs=%2Fetc"
+                   "%2Fca.pem&socket_timeout=4&retry_on_timeout=true")
+
+
+def test_a_sentinel_broker_needs_its_own_store_url() -> None:
+    app = make_app(broker="sentinel://s1:26379;sentinel://s2:26379",
+                   broker_transport_options={"master_name": "main"})
+    with pytest.raises(ConfigurationError, match=r"Sentinel.*anarchon_backend"):
+        _ = Scheduler(app, lazy=True).settings
+
+
+def test_a_node_local_timezone_is_refused() -> None:
+    app = make_app(anarchon_backend="sqlite:///unused.db", enable_utc=False, timezone=None,
+                   beat_schedule={"t": {"task": "t", "schedule": crontab(hour=9, minute=0)}})
+    with pytest.raises(ConfigurationError, match="enable_utc=False and no timezone"):
+        _ = Scheduler(app, lazy=True).anarchon
+
+
+def test_crontab_zone_entry_then_scheduler_then_app() -> None:
+    nine = crontab(hour=9, minute=0)
+    app = make_app(anarchon_backend="sqlite:///unused.db", timezone="Europe/Berlin",
+                   anarchon_scheduler={"timezone": "Asia/Tokyo"}, beat_schedule={
+                       "tokyo": {"task": "t", "schedule": nine},
+                       "ny": {"task": "t", "schedule": nine,
+                              "options": {"anarchon": {"timezone": "America/New_York"}}}})
+    plans = {p.name: p for p in Scheduler(app, lazy=True).plans()}
+    assert plans["tokyo"].options["timezone"] == "Asia/Tokyo"
+    assert plans["ny"].options["timezone"] == "America/New_York"
+    assert plans["celery.backend_cleanup"].options["timezone"] == "Asia/Tokyo"
+
+
 class NoEphemSolar(solar):
-    """A solar schedule without the ephem package: only its type matters here."""
+    """A solar schedule whose fields are missing: converting it fails."""
 
     def __init__(self) -> None:
         BaseSchedule.__init__(self)
 
 
 class Wobbly(schedule):
-    """A custom schedule: nothing says every beat computes it alike."""
+    """A custom schedule class."""
+
+    def is_due(self, last_run_at: datetime) -> Any:
+        return super().is_due(last_run_at)
 
 
 @pytest.mark.parametrize(("entry_schedule", "message"), [
-    (NoEphemSolar(), "solar"),
-    (Wobbly(timedelta(seconds=5)), "cannot be computed identically"),
+    (NoEphemSolar(), "event"),
+    (Wobbly(timedelta(seconds=5)), "is_due"),
 ])
-def test_non_deterministic_entries_are_refused_by_name(entry_schedule: Any, message: str
-                                                       ) -> None:
+def test_an_entry_that_cannot_run_is_refused_by_name_and_the_others_run(
+        entry_schedule: Any, message: str) -> None:
     app = make_app(anarchon_backend="sqlite:///unused.db",
-                   beat_schedule={"odd-entry": {"task": "t", "schedule": entry_schedule}})
-    with pytest.raises(ConfigurationError, match=message) as info:
-        _ = Scheduler(app, lazy=True).anarchon
-    assert "odd-entry" in str(info.value)
+                   beat_schedule={"odd-entry": {"task": "t", "schedule": entry_schedule},
+                                  "fine": {"task": "t", "schedule": 5.0}})
+    beat = Scheduler(app, lazy=True)
+    assert "fine" in beat.anarchon.job_names
+    assert "odd-entry" not in beat.anarchon.job_names
+    assert message in beat.refused["odd-entry"]
+
+
+def test_solar_slots_are_celerys_events_rounded_to_the_second() -> None:
+    from anarchon_celery.solar import CelerySolarSchedule
+
+    for event in ("sunrise", "sunset", "dawn_civil", "solar_noon"):
+        celery_solar = solar(event, 52.52, 13.40)
+        ours = CelerySolarSchedule.from_solar(celery_solar)
+        after = START
+        for _ in range(20):
+            slot = ours.next_after(datetime_to_ms(after))
+            assert slot is not None
+            pinned = solar(event, 52.52, 13.40, nowfun=lambda now=after: now)
+            expected = after + pinned.remaining_estimate(after)
+            # ephem's own answer moves by tenths of a second with its search start
+            assert abs(slot / 1000 - expected.timestamp()) <= 1.0
+            # from any instant before the event, the same slot (beats agree)
+            for before in (1_000, 60_000, 3_600_000, 5 * 3_600_000):
+                assert ours.next_after(slot - before) == slot, (event, slot, before)
+            # a second after the slot, rounding may still be before the exact event
+            after = ms_to_datetime(slot + 1000)
 
 
 def test_per_entry_anarchon_options() -> None:
