@@ -10,7 +10,8 @@ Configured by the JSON in ``ANARCHON_CELERY_TEST``: ``broker``, ``keyprefix`` (k
 client), ``log`` (JSONL file every publish and task run is appended to), ``publish_delay``,
 ``many`` (``{"count", "every", "task", "options"}``: that many generated interval entries
 ``m0000`` …), ``pre_publish_pause`` (seconds: every entry's kwargs get a ``BeatLazyFunc``
-that logs ``evaluating`` and sleeps, i.e. a pause after the claim and before the publish).
+that logs ``evaluating`` and sleeps, i.e. a pause after the claim and before the publish),
+``report_entries`` (log each entry's ``last_run_at`` / ``total_run_count`` as seen by beat).
 """
 
 from __future__ import annotations
@@ -143,6 +144,32 @@ def _run_log(task: Any, kind: str, **fields: Any) -> None:
     log(kind=kind, task=task.name, id=task.request.id,
         job=token.name if token else None, slot=token.slot if token else None,
         attempt=token.attempt if token else None, retries=task.request.retries, **fields)
+
+
+def _report_entries(service: Any) -> None:
+    """Log the beat's view of each configured entry (``last_run_at``, ``total_run_count``)
+    every 0.3 s, as a health check would read it."""
+    names = list(CONFIG.get("entries", {}))
+    seen: dict[str, Any] = {}
+    while True:
+        scheduler = service.__dict__.get("scheduler")  # never build it here
+        if scheduler is not None:
+            for name in names:
+                entry = scheduler.schedule.get(name)
+                if entry is None:
+                    continue
+                state = (entry.last_run_at.isoformat() if entry.last_run_at else None,
+                         entry.total_run_count)
+                if seen.get(name) != state:
+                    seen[name] = state
+                    log(kind="entry", job=name, last_run_at=state[0], count=state[1])
+        time.sleep(0.3)
+
+
+@signals.beat_init.connect
+def _beat_started(sender: Any = None, **_: Any) -> None:
+    if CONFIG.get("report_entries"):
+        threading.Thread(target=_report_entries, args=(sender,), daemon=True).start()
 
 
 @app.task(bind=True, name="t.ok")
