@@ -3,7 +3,8 @@
 Celery config keys (SPEC §16): ``anarchon_backend`` (URL or backend object),
 ``anarchon_options`` (dict for the backend: prefix, table …), ``anarchon_scheduler``
 (dict of scheduler options: lease, heartbeat, jitter …), plus this package's own
-``anarchon_track_outcomes`` (bool), ``anarchon_queue_lease`` (duration) and
+``anarchon_track_outcomes`` (bool), ``anarchon_queue_lease`` (duration),
+``anarchon_republish`` (bool: publish a tracked slot again when no outcome came) and
 ``anarchon_stop_timeout`` (duration). Under Django's ``CELERY_`` namespace the same keys
 are upper-cased. When none of them is set and Django is configured, Django's
 ``ANARCHON`` setting is read (keys ``BACKEND``, ``OPTIONS``, ``SCHEDULER``, any case).
@@ -38,6 +39,9 @@ class Settings:
     scheduler_options: Mapping[str, Any] = field(default_factory=dict)
     track_outcomes: bool = False
     queue_lease: float = 600.0
+    #: with tracking: publish attempt 2, 3 … when no worker reported within queue_lease
+    #: (a task still queued then runs twice) or the worker running it was lost
+    republish: bool = False
     stop_timeout: float = 30.0
     #: where the backend came from, for the beat banner
     source: str = "anarchon_backend"
@@ -133,6 +137,7 @@ def resolve(app: Any) -> Settings:
         raise ConfigurationError("anarchon_backend must be a URL or an anarchon backend, got "
                                  f"{type(backend).__name__}: {backend!r}")
     track = _get(conf, "anarchon_track_outcomes")
+    republish = _get(conf, "anarchon_republish")
     queue_lease = _get(conf, "anarchon_queue_lease")
     stop_timeout = _get(conf, "anarchon_stop_timeout")
     return Settings(
@@ -140,6 +145,7 @@ def resolve(app: Any) -> Settings:
         backend_options=options,
         scheduler_options=scheduler,
         track_outcomes=bool(track),
+        republish=bool(republish),
         queue_lease=parse_duration(queue_lease if queue_lease is not None else 600,
                                    option="anarchon_queue_lease"),
         stop_timeout=parse_duration(stop_timeout if stop_timeout is not None else 30,

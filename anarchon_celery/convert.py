@@ -16,7 +16,7 @@ from .crontab import CeleryCrontabSchedule
 from .solar import CelerySolarSchedule
 
 #: per-entry options of this package, taken out of ``options["anarchon"]``
-PACKAGE_OPTIONS = ("queue_lease", "track_outcomes")
+PACKAGE_OPTIONS = ("queue_lease", "track_outcomes", "republish")
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,8 @@ class JobPlan:
     schedule: Schedule | None
     #: core job options (``max_attempts``, ``catch_up``, ``timezone`` …)
     options: Mapping[str, Any]
-    #: this package's options for the entry (``queue_lease``, ``track_outcomes``)
+    #: this package's options for the entry (``queue_lease``, ``track_outcomes``,
+    #: ``republish``)
     extra: Mapping[str, Any]
     #: the entry's publish options without the ``anarchon`` key
     publish_options: Mapping[str, Any]

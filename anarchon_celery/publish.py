@@ -11,6 +11,7 @@ from typing import Any
 from anarchon import Aborted, AsyncScheduler, RunContext
 
 from .fence import ensure_lease
+from .outcomes import OutcomeWatch
 
 logger = logging.getLogger("anarchon.celery")
 beat_logger = logging.getLogger("celery.beat")
@@ -55,6 +56,8 @@ class Publisher:
         self.engine = engine
         self.lease = lease
         self.heartbeat = heartbeat
+        #: told of each tracked publish that must not be published again
+        self.watch: OutcomeWatch | None = None
 
     def headers(self, ctx: RunContext) -> dict[str, Any]:
         """The ``anarchon_*`` headers of this attempt (detaching it when tracking)."""
@@ -70,6 +73,8 @@ class Publisher:
         while True:
             try:
                 self.publish(ctx, anarchon_headers)
+                if self.track and self.watch is not None:
+                    self.watch.expect(ctx.name, ctx.slot, ctx.attempt, self.queue_lease)
                 return
             except Aborted:
                 logger.warning("beat entry %r slot %s attempt %d: not published, this beat "

@@ -20,6 +20,7 @@ from anarchon.backends.base import JobSpec
 
 from .config import Settings, resolve
 from .convert import JobPlan, app_timezone, convert_entry
+from .outcomes import OutcomeWatch
 from .publish import Publisher
 from .runbook import RunBook
 
@@ -54,6 +55,7 @@ class Scheduler(beat.Scheduler):
         #: entries that do not run, by name: why (logged at ERROR once per start)
         self.refused: dict[str, str] = {}
         self._runbook: RunBook | None = None
+        self._watch: OutcomeWatch | None = None
         self._described: dict[str, str] = {}
         super().__init__(app, lazy=lazy, **kwargs)
 
@@ -104,12 +106,14 @@ class Scheduler(beat.Scheduler):
         core = CoreScheduler(settings.build_backend(), **options)
         core.on("skip", _log_skip)
         self._runbook = RunBook(self.schedule, app_timezone(self.app))
+        self._watch = OutcomeWatch(core.history, core.core.options.lease)
         core.on("start", self._runbook.on_event)
         core.on("skip", self._runbook.on_event)
         default_max_late = parse_duration(options.get("max_late", 60), option="max_late")
         for plan in self.plans():
             track = bool(plan.extra.get("track_outcomes", settings.track_outcomes))
             queue_lease = float(plan.extra.get("queue_lease", settings.queue_lease))
+            republish = bool(plan.extra.get("republish", settings.republish))
             max_late = parse_duration(plan.options.get("max_late", default_max_late),
                                       option=f"beat entry {plan.name!r}: max_late")
             publisher = Publisher(self.app, self.schedule[plan.name], plan.publish_options,
@@ -117,6 +121,11 @@ class Scheduler(beat.Scheduler):
                                   engine=core.core, lease=core.core.options.lease,
                                   heartbeat=core.core.options.heartbeat)
             job_options = dict(plan.options)
+            if track and not republish and core.backend.supports_leases:
+                # attempt 2 would be a second copy of a task that may only be waiting in
+                # the queue: the run ends interrupted instead (and the watch says why)
+                job_options["max_attempts"] = 1
+                publisher.watch = self._watch
             if not track and "overlap" not in job_options and "overlap" not in options:
                 # the run is only the publish: "skip" would drop a slot whenever the
                 # previous publish is still retrying (broker down) or its finish is not
@@ -180,6 +189,8 @@ class Scheduler(beat.Scheduler):
         try:
             if self._core is not None and self._started:
                 self._core.stop(self.settings.stop_timeout)
+            if self._watch is not None:
+                self._watch.close()
         finally:
             super().close()
 

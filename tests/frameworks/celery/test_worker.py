@@ -55,13 +55,16 @@ def tracked(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
         # the retry waits 2 s: long enough to see the note while the run is running
         "retry": {"task": "t.retry_once", "every": 3, "kwargs": {"countdown": 2}},
         "revoke": {"task": "t.ok", "every": 4, "options": {"countdown": 2.5}},
-        "hang": {"task": "t.hang", "every": HANG_EVERY, "options": {"queue": ns + "-hang"}},
+        "hang": {"task": "t.hang", "every": HANG_EVERY, "options": {
+            **REPUBLISH, "queue": ns + "-hang"}},
         "overlap": {"task": "t.ok", "every": 1, "kwargs": {"seconds": 2.5},
                     "options": {"queue": ns + "-overlap"}},
     }) as made:
         yield made
 
 
+#: a lost worker's run is published again only when the entry asks for it
+REPUBLISH: dict[str, Any] = {"anarchon": {"republish": True}}
 #: the "hang" entries' interval: a killed run's takeover (lease + a heartbeat after the
 #: kill) must come before the next slot, whose claim would replace the expired run
 HANG_EVERY = 10
@@ -173,7 +176,8 @@ def prefork(tmp_path: Path) -> Iterator[tuple[CeleryCluster, str]]:
     with tracked_cluster(tmp_path, "cp", lambda ns: {
         "ok": {"task": "t.ok", "every": 2},
         "boom": {"task": "t.boom", "every": 2},
-        "hang": {"task": "t.hang", "every": HANG_EVERY, "options": {"queue": ns + "-hang"}},
+        "hang": {"task": "t.hang", "every": HANG_EVERY, "options": {
+            **REPUBLISH, "queue": ns + "-hang"}},
     }) as made:
         yield made
 
