@@ -189,6 +189,8 @@ class Backend(ABC):
     #: (the engine then batches claims and finishes due together; otherwise it calls
     #: :meth:`claim` and :meth:`finish` per run)
     supports_claim_batches: ClassVar[bool] = False
+    #: whether :meth:`read_value` and :meth:`swap_value` are supported
+    supports_values: ClassVar[bool] = False
 
     async def open(self) -> None:
         """Connect, check the server, create tables or scripts. Called by ``start()`` and
@@ -280,6 +282,23 @@ class Backend(ABC):
         raise NotImplementedError(
             f"backend {self.name} cannot purge its namespace; see the Troubleshooting page "
             "for removing it by hand")
+
+    async def read_value(self, name: str, field: str) -> str | None:
+        """The small value any instance stored under ``(name, field)``, or ``None``.
+
+        Shared values let instances agree on state that is not a slot: e.g. the last run
+        of a schedule that decides by itself when it is due (see :meth:`swap_value`).
+        """
+        raise NotImplementedError(f"backend {self.name} keeps no shared values")
+
+    async def swap_value(self, name: str, field: str, expected: str | None,
+                         value: str) -> bool:
+        """Compare-and-set: store ``value`` under ``(name, field)`` only if it holds
+        ``expected`` now (``None``: nothing stored yet), atomically; True if stored.
+
+        Of instances that read the same value and swap it, exactly one succeeds.
+        """
+        raise NotImplementedError(f"backend {self.name} keeps no shared values")
 
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
         """Deliver the store's wake-ups to ``notify`` until cancelled (optional).

@@ -37,6 +37,7 @@ from ..base import (
     Wakeup,
 )
 from ..wakeups import keep_listening
+from .values import PostgresValues
 
 try:
     import psycopg
@@ -62,7 +63,7 @@ def _ms_to_datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-class PostgresBackend(LeaseBackend):
+class PostgresBackend(PostgresValues, LeaseBackend):
     """Leases, history and job records in PostgreSQL tables.
 
     ``connection`` is a libpq DSN or ``postgresql://`` URL (the backend then owns a
@@ -75,6 +76,7 @@ class PostgresBackend(LeaseBackend):
 
     name = "postgres"
     supports_triggers = True
+    supports_values = True
 
     def __init__(self, connection: object = "postgresql://localhost/postgres", *,
                  table: str = "anarchon_runs", pool_size: int = 4,

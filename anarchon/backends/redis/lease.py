@@ -48,6 +48,7 @@ from ..base import (
 )
 from ..wakeups import keep_listening, released_payload, trigger_payload
 from .connection import Kind, RedisStore, check_driver, read_history, text
+from .values import RedisValues
 
 Strategy = Literal["lease", "stream-id", "script", "idmp"]
 STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
@@ -60,7 +61,7 @@ _DRIVER_URL_OPTIONS = {"db", "health_check_interval", "legacy_responses", "max_c
                        "client_name", "decode_responses", "encoding", "username", "password"}
 
 
-class RedisBackend(LeaseBackend):
+class RedisBackend(RedisValues, LeaseBackend):
     """Redis (5+) as the store. ``strategy="lease"`` (default) holds leases.
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
@@ -73,6 +74,7 @@ class RedisBackend(LeaseBackend):
     kind: ClassVar[Kind] = "redis"
     supports_triggers = True
     supports_claim_batches = True
+    supports_values = True
 
     @overload
     def __new__(cls, redis: object = ..., *, strategy: Literal["lease"] = ...,

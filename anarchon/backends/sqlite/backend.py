@@ -35,13 +35,14 @@ from ..base import (
     TriggerRequest,
 )
 from .schema import FORMAT_VERSION, Tables
+from .values import SqliteValues
 from .wal import use_wal
 
 T = TypeVar("T")
 MIN_SQLITE = (3, 35, 0)  # RETURNING and partial-index upserts
 
 
-class SqliteBackend(LeaseBackend):
+class SqliteBackend(SqliteValues, LeaseBackend):
     """Leases in a SQLite file shared by the processes of one machine.
 
     ``database``: a path (or ``":memory:"`` for one process), or an open
@@ -53,6 +54,7 @@ class SqliteBackend(LeaseBackend):
 
     name = "sqlite"
     supports_triggers = True
+    supports_values = True
 
     def __init__(
         self,

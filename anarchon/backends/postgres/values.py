@@ -1,0 +1,69 @@
+"""Shared values in PostgreSQL: table ``<table>_values``, compare-and-set in one statement.
+
+The table is created on first use (``CREATE TABLE IF NOT EXISTS``), so a store created
+by an older anarchon needs no migration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import errors, sql
+
+from ...names import check_table_name
+
+_CREATE = """CREATE TABLE IF NOT EXISTS {values} (
+    job text NOT NULL, field text NOT NULL, value text NOT NULL,
+    PRIMARY KEY (job, field))"""
+_READ = "SELECT value FROM {values} WHERE job = %(job)s AND field = %(field)s"
+_INSERT = """INSERT INTO {values} (job, field, value) VALUES (%(job)s, %(field)s, %(value)s)
+ON CONFLICT (job, field) DO NOTHING RETURNING 1"""
+_UPDATE = """UPDATE {values} SET value = %(value)s
+WHERE job = %(job)s AND field = %(field)s AND value = %(expected)s RETURNING 1"""
+
+
+class PostgresValues:
+    """``read_value`` / ``swap_value`` for :class:`PostgresBackend` (uses its sessions)."""
+
+    table: str
+    _values_ready: bool = False
+
+    async def _fetch(self, what: str, query: Any, params: Any = None, *,
+                     heartbeat: bool = False) -> list[Any]:
+        raise NotImplementedError  # provided by PostgresBackend
+
+    def _values_query(self, text: str) -> sql.Composed:
+        schema, base = check_table_name(self.table)
+        ident = (sql.Identifier(schema, base + "_values") if schema
+                 else sql.Identifier(base + "_values"))
+        return sql.SQL(text).format(values=ident)
+
+    async def _values_table(self) -> None:
+        if self._values_ready:
+            return
+        try:
+            await self._fetch("create values table", self._values_query(_CREATE))
+        except Exception as exc:
+            # two instances creating it at once: one of them meets the other's row type
+            if not isinstance(exc.__cause__, errors.UniqueViolation):
+                raise
+        self._values_ready = True
+
+    async def read_value(self, name: str, field: str) -> str | None:
+        """See :meth:`anarchon.backends.base.Backend.read_value`."""
+        await self._values_table()
+        rows = await self._fetch("read_value", self._values_query(_READ),
+                                 {"job": name, "field": field})
+        return str(rows[0][0]) if rows else None
+
+    async def swap_value(self, name: str, field: str, expected: str | None,
+                         value: str) -> bool:
+        """See :meth:`anarchon.backends.base.Backend.swap_value` (one statement)."""
+        await self._values_table()
+        query = _INSERT if expected is None else _UPDATE
+        rows = await self._fetch("swap_value", self._values_query(query), {
+            "job": name, "field": field, "value": value, "expected": expected})
+        return bool(rows)
+
+
+__all__ = ["PostgresValues"]

@@ -1,0 +1,73 @@
+"""Shared values in SQLite: table ``<table>_values``, compare-and-set in one transaction.
+
+The table is created on first use, so a file created by an older anarchon needs no
+migration.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from .schema import Tables, quote
+
+T = TypeVar("T")
+
+
+class SqliteValues:
+    """``read_value`` / ``swap_value`` for :class:`SqliteBackend` (uses its thread)."""
+
+    _tables: Tables
+    _values_ready: bool = False
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        raise NotImplementedError  # provided by SqliteBackend
+
+    def _write(self, connection: sqlite3.Connection
+               ) -> AbstractContextManager[sqlite3.Cursor]:
+        raise NotImplementedError  # provided by SqliteBackend
+
+    @property
+    def _values(self) -> str:
+        return quote(self._tables.base + "_values")
+
+    def _ensure_values(self, cursor: sqlite3.Cursor) -> None:
+        if not self._values_ready:
+            cursor.execute(f"""CREATE TABLE IF NOT EXISTS {self._values} (
+                job TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
+                PRIMARY KEY (job, field)) WITHOUT ROWID""")
+            self._values_ready = True
+
+    async def read_value(self, name: str, field: str) -> str | None:
+        """See :meth:`anarchon.backends.base.Backend.read_value`."""
+        def run(connection: sqlite3.Connection) -> str | None:
+            with self._write(connection) as cur:
+                self._ensure_values(cur)
+                rows = cur.execute(f"SELECT value FROM {self._values} WHERE job = ? AND "
+                                   "field = ?", (name, field)).fetchall()
+            return str(rows[0][0]) if rows else None
+
+        return await self._call(run)
+
+    async def swap_value(self, name: str, field: str, expected: str | None,
+                         value: str) -> bool:
+        """See :meth:`anarchon.backends.base.Backend.swap_value` (``BEGIN IMMEDIATE``)."""
+        def run(connection: sqlite3.Connection) -> bool:
+            with self._write(connection) as cur:
+                self._ensure_values(cur)
+                rows: list[Any] = cur.execute(
+                    f"SELECT value FROM {self._values} WHERE job = ? AND field = ?",
+                    (name, field)).fetchall()
+                current = str(rows[0][0]) if rows else None
+                if current != expected:
+                    return False
+                cur.execute(f"INSERT OR REPLACE INTO {self._values} (job, field, value) "
+                            "VALUES (?, ?, ?)", (name, field, value))
+            return True
+
+        return await self._call(run)
+
+
+__all__ = ["SqliteValues"]
