@@ -235,6 +235,14 @@ class Scheduler:
         if specs:
             self._call(self.core.backend.register(list(specs)))
 
+    def read_value(self, name: str, field: str) -> str | None:
+        """A value shared by all instances (see :meth:`Backend.read_value`)."""
+        return self._call(self.core.backend.read_value(name, field))
+
+    def swap_value(self, name: str, field: str, expected: str | None, value: str) -> bool:
+        """Compare-and-set of a shared value (see :meth:`Backend.swap_value`)."""
+        return self._call(self.core.backend.swap_value(name, field, expected, value))
+
     def close(self) -> None:
         """Release connections opened for queries by a scheduler that never started."""
         if self._portal.active and not self.core._started:

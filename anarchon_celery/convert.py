@@ -25,7 +25,8 @@ class JobPlan:
 
     name: str
     #: ``"every"`` (``when`` = seconds), ``"cron"`` (``when`` = expression) or
-    #: ``"solar"`` (``when`` = its description)
+    #: ``"solar"`` (``when`` = its description) or ``"shared"`` (``when`` = the Celery
+    #: schedule, run through its own ``is_due``: see :mod:`anarchon_celery.shared`)
     kind: str
     when: Any
     #: replaces the core's schedule (Celery's crontab rules), or ``None``
@@ -128,10 +129,12 @@ def convert_entry(name: str, entry: Any, tz: ZoneInfo,
             raise ConfigurationError(f"beat entry {name!r}: interval must be positive, got "
                                      f"{run_every!r}")
         return JobPlan(name, "every", seconds, None, job_options, extra, options)
-    raise ConfigurationError(
-        f"beat entry {name!r}: its {type(sched).__name__} schedule decides by its "
-        "own is_due, which anarchon_celery cannot run on every beat alike yet; use "
-        "seconds, a timedelta, a crontab or a solar")
+    if job_options:
+        raise ConfigurationError(
+            f"beat entry {name!r}: its {type(sched).__name__} schedule decides by its own "
+            "is_due on the shared last_run_at, where anarchon job options "
+            f"{sorted(job_options)} do not apply")
+    return JobPlan(name, "shared", sched, None, job_options, extra, options)
 
 
 __all__ = ["JobPlan", "PACKAGE_OPTIONS", "app_timezone", "convert_entry", "path_of"]

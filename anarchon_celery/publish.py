@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from anarchon import Aborted, AsyncScheduler, RunContext
@@ -94,24 +94,36 @@ class Publisher:
 
     def publish(self, ctx: RunContext, anarchon_headers: Mapping[str, Any]) -> Any:
         """Send the task once; raises what the broker raised."""
-        entry = self.entry
-        options = dict(self.publish_options)
-        headers = {**dict(options.pop("headers", None) or {}), **anarchon_headers,
-                   "celery_beat_task": True}
-        options.setdefault("task_id", task_id_for(ctx.name, ctx.slot, ctx.attempt))
-        args = [_evaluate(v) for v in (entry.args or ())]
-        kwargs = {k: _evaluate(v) for k, v in (entry.kwargs or {}).items()}
-        task = self.app.tasks.get(entry.task)
-        if self.engine is not None:  # the last moment before sending: still ours?
-            ensure_lease(self.engine, ctx, margin=min(self.heartbeat, self.lease / 4),
-                         wait=2 * self.lease)
-        # stock beat's line, word for word (alerts and runbooks grep for it)
-        beat_logger.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
-        logger.debug("beat entry %r slot %s attempt %d: sending %s", ctx.name, ctx.slot,
-                     ctx.attempt, entry.task)
-        if task is not None:
-            return task.apply_async(args, kwargs, headers=headers, **options)
-        return self.app.send_task(entry.task, args, kwargs, headers=headers, **options)
+        def fence() -> None:
+            if self.engine is not None:  # the last moment before sending: still ours?
+                ensure_lease(self.engine, ctx, margin=min(self.heartbeat, self.lease / 4),
+                             wait=2 * self.lease)
+            logger.debug("beat entry %r slot %s attempt %d: sending %s", ctx.name,
+                         ctx.slot, ctx.attempt, self.entry.task)
+
+        return send_entry(self.app, self.entry, self.publish_options, anarchon_headers,
+                          task_id_for(ctx.name, ctx.slot, ctx.attempt), before=fence)
 
 
-__all__ = ["Publisher", "task_id_for"]
+def send_entry(app: Any, entry: Any, publish_options: Mapping[str, Any],
+               anarchon_headers: Mapping[str, Any], task_id: str,
+               before: Callable[[], None] | None = None) -> Any:
+    """Publish ``entry``'s task as stock beat does (its options, headers, lazy
+    arguments), logging stock beat's line; ``before`` runs right before the send."""
+    options = dict(publish_options)
+    headers = {**dict(options.pop("headers", None) or {}), **anarchon_headers,
+               "celery_beat_task": True}
+    options.setdefault("task_id", task_id)
+    args = [_evaluate(v) for v in (entry.args or ())]
+    kwargs = {k: _evaluate(v) for k, v in (entry.kwargs or {}).items()}
+    task = app.tasks.get(entry.task)
+    if before is not None:
+        before()
+    # stock beat's line, word for word (alerts and runbooks grep for it)
+    beat_logger.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
+    if task is not None:
+        return task.apply_async(args, kwargs, headers=headers, **options)
+    return app.send_task(entry.task, args, kwargs, headers=headers, **options)
+
+
+__all__ = ["Publisher", "send_entry", "task_id_for"]

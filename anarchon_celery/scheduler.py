@@ -23,6 +23,7 @@ from .convert import JobPlan, app_timezone, convert_entry
 from .outcomes import OutcomeWatch
 from .publish import Publisher
 from .runbook import RunBook
+from .shared import SharedRunner
 
 logger = logging.getLogger("anarchon.celery")
 #: up to this many entries, each one's schedule and next run is logged at start
@@ -56,6 +57,7 @@ class Scheduler(beat.Scheduler):
         self.refused: dict[str, str] = {}
         self._runbook: RunBook | None = None
         self._watch: OutcomeWatch | None = None
+        self._shared: SharedRunner | None = None
         self._described: dict[str, str] = {}
         super().__init__(app, lazy=lazy, **kwargs)
 
@@ -111,6 +113,9 @@ class Scheduler(beat.Scheduler):
         core.on("skip", self._runbook.on_event)
         default_max_late = parse_duration(options.get("max_late", 60), option="max_late")
         for plan in self.plans():
+            if plan.kind == "shared":
+                self._add_shared(core, plan)
+                continue
             track = bool(plan.extra.get("track_outcomes", settings.track_outcomes))
             queue_lease = float(plan.extra.get("queue_lease", settings.queue_lease))
             republish = bool(plan.extra.get("republish", settings.republish))
@@ -126,7 +131,8 @@ class Scheduler(beat.Scheduler):
                 # the queue: the run ends interrupted instead (and the watch says why)
                 job_options["max_attempts"] = 1
                 publisher.watch = self._watch
-            if not track and "overlap" not in job_options and "overlap" not in options:
+            if (not track and "overlap" not in job_options and "overlap" not in options
+                    and core.backend.supports_leases):
                 # the run is only the publish: "skip" would drop a slot whenever the
                 # previous publish is still retrying (broker down) or its finish is not
                 # written yet (under a burst and CPU load: seconds after the publish)
@@ -147,6 +153,21 @@ class Scheduler(beat.Scheduler):
                          reason)
         return core
 
+    def _add_shared(self, core: CoreScheduler, plan: JobPlan) -> None:
+        if not core.backend.supports_values:
+            self.refused[plan.name] = (
+                f"its {type(plan.when).__name__} schedule runs on a shared last_run_at, "
+                f"which backend {core.backend.name} cannot keep (use Redis, Valkey, "
+                "PostgreSQL or SQLite)")
+            return
+        if self._shared is None:
+            self._shared = SharedRunner(self.app, core, core.instance_id,
+                                        app_timezone(self.app),
+                                        float(self.max_interval or 300))
+        self._shared.add(plan.name, self.schedule[plan.name], plan.publish_options)
+        self._described[plan.name] = (f"{_shown(plan.when)}: its own is_due on the shared "
+                                      "last_run_at")
+
     # -- beat's interface -------------------------------------------------------------------
 
     def setup_schedule(self) -> None:
@@ -154,17 +175,23 @@ class Scheduler(beat.Scheduler):
         core = self.anarchon
         core.start()
         self._started = True
+        shared = sorted(self._shared.entries) if self._shared is not None else []
         core.announce([JobSpec(name, "refused", f"refused: {reason}")
-                       for name, reason in sorted(self.refused.items())])
+                       for name, reason in sorted(self.refused.items())]
+                      + [JobSpec(name, "shared", self._described[name]) for name in shared])
+        if self._shared is not None:
+            self._shared.start()
         if self._runbook is not None:
             self._runbook.load(core.history, core.job_names)
-        describe = logger.info if len(core.job_names) <= _DESCRIBED else logger.debug
+        count = len(core.job_names) + len(shared)
+        describe = logger.info if count <= _DESCRIBED else logger.debug
         for name in core.job_names:
             describe("anarchon_celery: entry %r: %s; next run %s", name,
                      self._described.get(name, "?"), _iso(core.next_run(name)))
-        logger.info("anarchon_celery: %d entr%s on %s; instance %s", len(core.job_names),
-                    "y" if len(core.job_names) == 1 else "ies", core.backend.name,
-                    core.instance_id)
+        for name in shared:
+            describe("anarchon_celery: entry %r: %s", name, self._described[name])
+        logger.info("anarchon_celery: %d entr%s on %s; instance %s", count,
+                    "y" if count == 1 else "ies", core.backend.name, core.instance_id)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """Seconds until the next slot (at most ``max_interval``); never touches the store."""
@@ -187,6 +214,8 @@ class Scheduler(beat.Scheduler):
             return
         self._closed = True
         try:
+            if self._shared is not None:
+                self._shared.stop()
             if self._core is not None and self._started:
                 self._core.stop(self.settings.stop_timeout)
             if self._watch is not None:

@@ -136,7 +136,8 @@ def _publishing(sender: Any = None, headers: Any = None, **_: Any) -> None:
 def _published(sender: Any = None, headers: Any = None, **_: Any) -> None:
     headers = headers or {}
     log(kind="publish", task=sender, id=headers.get("id"), job=headers.get("anarchon_job"),
-        slot=headers.get("anarchon_slot"), attempt=headers.get("anarchon_attempt"))
+        slot=headers.get("anarchon_slot"), attempt=headers.get("anarchon_attempt"),
+        entry=headers.get("entry"))
 
 
 def _run_log(task: Any, kind: str, **fields: Any) -> None:

@@ -27,6 +27,9 @@ class Gate(BaseSchedule):
             return schedstate(True, self.every)
         return schedstate(False, self.every - elapsed)
 
+    def __reduce__(self) -> Any:
+        return self.__class__, (self.every,)
+
     def __repr__(self) -> str:
         return f"<Gate every {self.every}s>"
 
@@ -37,6 +40,9 @@ class EstimatedCrontab(crontab):
     def __init__(self, every: float) -> None:
         super().__init__(minute=0)
         self.every = every
+
+    def __reduce__(self) -> Any:  # stock beat stores schedules in its shelve file
+        return self.__class__, (self.every,)
 
     def remaining_estimate(self, last_run_at: datetime, ffwd: Any = None) -> timedelta:
         due = self.maybe_make_aware(last_run_at) + timedelta(seconds=self.every)

@@ -228,19 +228,47 @@ class Wobbly(schedule):
         return super().is_due(last_run_at)
 
 
-@pytest.mark.parametrize(("entry_schedule", "message"), [
-    (NoEphemSolar(), "event"),
-    (Wobbly(timedelta(seconds=5)), "is_due"),
+@pytest.mark.parametrize(("entry_schedule", "backend", "message"), [
+    (NoEphemSolar(), "sqlite:///unused.db", "event"),
+    (Wobbly(timedelta(seconds=5)), "redis://h:1/0?strategy=stream-id", "shared last_run_at"),
 ])
 def test_an_entry_that_cannot_run_is_refused_by_name_and_the_others_run(
-        entry_schedule: Any, message: str) -> None:
-    app = make_app(anarchon_backend="sqlite:///unused.db",
+        entry_schedule: Any, backend: str, message: str) -> None:
+    app = make_app(anarchon_backend=backend,
                    beat_schedule={"odd-entry": {"task": "t", "schedule": entry_schedule},
                                   "fine": {"task": "t", "schedule": 5.0}})
     beat = Scheduler(app, lazy=True)
     assert "fine" in beat.anarchon.job_names
     assert "odd-entry" not in beat.anarchon.job_names
     assert message in beat.refused["odd-entry"]
+
+
+class PlainCrontab(crontab):
+    """A crontab subclass that changes nothing about timing."""
+
+
+class EstimatedCrontab(crontab):
+    def remaining_estimate(self, last_run_at: datetime, ffwd: Any = None) -> timedelta:
+        return timedelta(seconds=5)
+
+
+def test_which_path_each_schedule_type_takes() -> None:
+    from anarchon_celery.convert import path_of
+
+    assert path_of(schedule(timedelta(seconds=5))) == "every"
+    assert path_of(schedule(timedelta(seconds=5), relative=True)) == "shared"
+    assert path_of(schedule(timedelta(seconds=5)), relative=True) == "shared"
+    assert path_of(crontab(minute=0)) == "cron"
+    assert path_of(PlainCrontab(minute=0)) == "cron"
+    assert path_of(EstimatedCrontab(minute=0)) == "shared"
+    assert path_of(solar("sunrise", 1.0, 2.0)) == "solar"
+    assert path_of(Wobbly(timedelta(seconds=5))) == "shared"
+    app = make_app(anarchon_backend="sqlite:///unused.db",
+                   beat_schedule={"odd": {"task": "t", "schedule": Wobbly(5.0)}})
+    beat = Scheduler(app, lazy=True)
+    assert "odd" not in beat.anarchon.job_names and not beat.refused
+    plan = next(p for p in beat.plans() if p.name == "odd")
+    assert plan.kind == "shared"
 
 
 def test_solar_slots_are_celerys_events_rounded_to_the_second() -> None:
