@@ -20,6 +20,7 @@ from anarchon.backends.base import JobSpec
 
 from .config import Settings, resolve
 from .convert import JobPlan, app_timezone, convert_entry
+from .drift import DriftWatch
 from .outcomes import OutcomeWatch
 from .publish import Publisher
 from .runbook import RunBook
@@ -28,6 +29,8 @@ from .shared import SharedRunner
 logger = logging.getLogger("anarchon.celery")
 #: up to this many entries, each one's schedule and next run is logged at start
 _DESCRIBED = 20
+#: the live beats compare their entries' definitions every this many heartbeats
+_DRIFT_HEARTBEATS = 10
 
 
 class Scheduler(beat.Scheduler):
@@ -58,6 +61,8 @@ class Scheduler(beat.Scheduler):
         self._runbook: RunBook | None = None
         self._watch: OutcomeWatch | None = None
         self._shared: SharedRunner | None = None
+        self._drift: DriftWatch | None = None
+        self._kinds: dict[str, str] = {}
         self._described: dict[str, str] = {}
         super().__init__(app, lazy=lazy, **kwargs)
 
@@ -139,6 +144,7 @@ class Scheduler(beat.Scheduler):
                 job_options["overlap"] = "allow"
             self._described[plan.name] = (plan.schedule.describe() if plan.schedule
                                           else f"every {plan.when:g}s")
+            self._kinds[plan.name] = plan.kind
             try:
                 if plan.schedule is not None:
                     core.schedule(plan.name, plan.schedule, publisher, **job_options)
@@ -167,6 +173,7 @@ class Scheduler(beat.Scheduler):
         self._shared.add(plan.name, self.schedule[plan.name], plan.publish_options)
         self._described[plan.name] = (f"{_shown(plan.when)}: its own is_due on the shared "
                                       "last_run_at")
+        self._kinds[plan.name] = "shared"
 
     # -- beat's interface -------------------------------------------------------------------
 
@@ -181,6 +188,13 @@ class Scheduler(beat.Scheduler):
                       + [JobSpec(name, "shared", self._described[name]) for name in shared])
         if self._shared is not None:
             self._shared.start()
+        if core.backend.supports_values:
+            running = [*core.job_names, *shared]
+            period = min(max(_DRIFT_HEARTBEATS * core.core.options.heartbeat, 2.0), 60.0)
+            self._drift = DriftWatch(core, core.instance_id,
+                                     {name: self.schedule[name] for name in running},
+                                     self._described, core.announce, self._kinds, period)
+            self._drift.start()
         if self._runbook is not None:
             self._runbook.load(core.history, core.job_names)
         count = len(core.job_names) + len(shared)
@@ -214,6 +228,8 @@ class Scheduler(beat.Scheduler):
             return
         self._closed = True
         try:
+            if self._drift is not None:
+                self._drift.stop()
             if self._shared is not None:
                 self._shared.stop()
             if self._core is not None and self._started:

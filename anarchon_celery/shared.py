@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any, Protocol
 
+from .loop import BackgroundLoop
 from .publish import send_entry
 
 logger = logging.getLogger("anarchon.celery")
@@ -56,33 +56,27 @@ class SharedEntry:
     next_check: float = 0.0
 
 
-class SharedRunner:
+class SharedRunner(BackgroundLoop):
     """Checks the shared entries in one daemon thread; see the module doc."""
+
+    thread_name = "anarchon-celery-shared"
 
     def __init__(self, app: Any, values: Values, instance_id: str, tz: tzinfo,
                  max_interval: float) -> None:
+        super().__init__()
         self.app = app
         self.values = values
         self.instance_id = instance_id
         self.tz = tz
         self.max_interval = max_interval
         self.entries: dict[str, SharedEntry] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def add(self, name: str, entry: Any, publish_options: Mapping[str, Any]) -> None:
         self.entries[name] = SharedEntry(name, entry, publish_options)
 
     def start(self) -> None:
-        if self.entries and self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name="anarchon-celery-shared")
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        if self.entries:
+            super().start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
