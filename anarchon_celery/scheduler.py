@@ -38,8 +38,11 @@ class Scheduler(beat.Scheduler):
 
     Entries become anarchon jobs: numbers and ``timedelta`` run ``every`` interval on the
     UTC epoch grid (stock beat counts from process start instead), ``crontab`` entries
-    follow Celery's own crontab results in the app's timezone. Only the slot winner
-    publishes, with ``anarchon_job``/``anarchon_slot``/``anarchon_attempt`` headers.
+    follow Celery's own crontab results in their zone, ``solar`` entries Celery's solar
+    code. Only the slot winner publishes, with ``anarchon_job``/``anarchon_slot``/
+    ``anarchon_attempt`` headers. Schedules that decide by their own ``is_due`` run on a
+    shared ``last_run_at`` (:mod:`anarchon_celery.shared`). An entry that cannot be
+    scheduled is logged at ERROR and kept in :attr:`refused`; the others run.
 
     Entries default to ``overlap="allow"`` unless outcomes are tracked (then the core's
     ``"skip"``: no slot is published while the previous task is queued or running); an
