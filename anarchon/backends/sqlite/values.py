@@ -43,10 +43,11 @@ class SqliteValues:
     async def read_value(self, name: str, field: str) -> str | None:
         """See :meth:`anarchon.backends.base.Backend.read_value`."""
         def run(connection: sqlite3.Connection) -> str | None:
-            with self._write(connection) as cur:
-                self._ensure_values(cur)
-                rows = cur.execute(f"SELECT value FROM {self._values} WHERE job = ? AND "
-                                   "field = ?", (name, field)).fetchall()
+            if not self._values_ready:
+                with self._write(connection) as cur:
+                    self._ensure_values(cur)
+            rows = connection.execute(f"SELECT value FROM {self._values} WHERE job = ? AND "
+                                      "field = ?", (name, field)).fetchall()
             return str(rows[0][0]) if rows else None
 
         return await self._call(run)

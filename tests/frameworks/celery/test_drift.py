@@ -49,6 +49,13 @@ def test_live_beats_with_two_definitions_warn(tmp_path: Path, backend: str) -> N
         cluster.wait_for(warned, 60, "a drift warning from every beat")
         listing = cluster.wait_for(lambda: "DRIFT" in (out := jobs(url)) and out, 30,
                                    "anarchon jobs showing the drift")
+
+        def both_grids() -> bool:
+            slots = [r["slot"] for r in cluster.records("publish", job="tick")]
+            return (any(s % 2000 == 0 and s % 3000 for s in slots)  # the old beats' grid
+                    and any(s % 3000 == 0 and s % 2000 for s in slots))  # the new beat's
+
+        cluster.wait_for(both_grids, 30, "slots of both definitions published")
     finally:
         cluster.stop_all()
     for name in names:
@@ -59,8 +66,6 @@ def test_live_beats_with_two_definitions_warn(tmp_path: Path, backend: str) -> N
         assert not any("'same'" in x for x in lines), "an unchanged entry is no drift"
     assert re.search(r"^tick\s+.*DRIFT: live beats hold 2 definitions", listing, re.M), listing
     assert not re.search(r"^same\s+.*DRIFT", listing, re.M), listing
-    # both definitions ran while the beats disagreed, each slot once
+    # both definitions ran while the beats disagreed (waited for above), each slot once
     slots = [r["slot"] for r in cluster.records("publish", job="tick")]
     assert len(slots) == len(set(slots))
-    assert any(s % 2000 == 0 and s % 3000 for s in slots), slots  # the old beats' grid
-    assert any(s % 3000 == 0 and s % 2000 for s in slots), slots  # the new beat's grid

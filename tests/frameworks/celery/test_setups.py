@@ -16,6 +16,7 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -159,8 +160,11 @@ def test_three_beats_in_three_zones_agree(tmp_path: Path, backend: str) -> None:
         assert final["last_run_at"] is not None
         seen = datetime.fromisoformat(final["last_run_at"]).timestamp() * 1000
         assert seen >= last_slot - 2000, (name, final, last_slot)
-        won = len([r for r in publishes if r["pid"] == pid])
-        assert final["count"] > won or won == len(publishes), (name, final, won)
+        # every slot published once all beats ran (and a second before this beat's last
+        # report), whichever beat won it: with three beats, most were won elsewhere
+        after = [r for r in publishes
+                 if r["slot"] >= ready * 1000 + 1000 and r["t"] < final["t"] - 1.0]
+        assert final["count"] >= len(after), (name, final, len(after))
     spread = max(abs((runs[n][e] - runs["a"][e]).total_seconds())
                  for n in names for e in SOLAR)
     record(f"solar_agreement.{backend}", {"beats": 3, "max_spread_s": spread,
@@ -176,7 +180,7 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def tls_redis(tmp_path: Path) -> object:
+def tls_redis(tmp_path: Path) -> Iterator[str]:
     """A ``redis-server`` with TLS only, on a self-signed certificate made here."""
     binary = shutil.which("redis-server")
     openssl = shutil.which("openssl")
