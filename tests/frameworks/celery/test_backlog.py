@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from anarchon import Scheduler, from_url
-from tests.frameworks.celery.harness import CeleryCluster, broker_available
-from tests.frameworks.celery.test_beats import queue_length, require, store
+from tests.frameworks.celery.harness import CeleryCluster, broker_available, queue_length
+from tests.frameworks.celery.test_beats import require, store
 
 pytestmark = pytest.mark.slow
 
