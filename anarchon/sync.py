@@ -230,17 +230,20 @@ class Scheduler:
 
     def announce(self, specs: Sequence[JobSpec]) -> None:
         """Record jobs this instance knows of but does not run, e.g. a framework's entry
-        refused with the reason as its ``schedule`` text: :meth:`jobs` and ``anarchon
-        jobs`` list them (a later registration of the same name replaces the text)."""
+        refused with the reason as its ``schedule`` text:
+        [`jobs()`][anarchon.Scheduler.jobs] and ``anarchon jobs`` list them (a later
+        registration of the same name replaces the text)."""
         if specs:
             self._call(self.core.backend.register(list(specs)))
 
     def read_value(self, name: str, field: str) -> str | None:
-        """A value shared by all instances (see :meth:`Backend.read_value`)."""
+        """A value shared by all instances (see
+        [`Backend.read_value()`][anarchon.backends.base.Backend.read_value])."""
         return self._call(self.core.backend.read_value(name, field))
 
     def swap_value(self, name: str, field: str, expected: str | None, value: str) -> bool:
-        """Compare-and-set of a shared value (see :meth:`Backend.swap_value`)."""
+        """Compare-and-set of a shared value (see
+        [`Backend.swap_value()`][anarchon.backends.base.Backend.swap_value])."""
         return self._call(self.core.backend.swap_value(name, field, expected, value))
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ def broker_store_url(broker_url: Any, use_ssl: Any = None,
                      transport_options: Any = None) -> str | None:
     """The store URL for the broker's Redis, or ``None`` if the broker is not Redis.
 
-    Raises :class:`BrokerStoreError` for a Sentinel broker (and for settings of the wrong
+    Raises `BrokerStoreError` for a Sentinel broker (and for settings of the wrong
     type), naming ``anarchon_backend`` as the fix.
     """
     if not isinstance(broker_url, str):

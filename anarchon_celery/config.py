@@ -9,7 +9,7 @@ Celery config keys (SPEC §16): ``anarchon_backend`` (URL or backend object),
 are upper-cased. When none of them is set and Django is configured, Django's
 ``ANARCHON`` setting is read (keys ``BACKEND``, ``OPTIONS``, ``SCHEDULER``, any case).
 With nothing set and a Redis broker, the broker's Redis is used with its own prefix
-``anarchon:`` and the broker's connection settings (see :mod:`anarchon_celery.broker`).
+``anarchon:`` and the broker's connection settings (see ``anarchon_celery.broker``).
 """
 
 from __future__ import annotations

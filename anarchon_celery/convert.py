@@ -26,7 +26,7 @@ class JobPlan:
     name: str
     #: ``"every"`` (``when`` = seconds), ``"cron"`` (``when`` = expression) or
     #: ``"solar"`` (``when`` = its description) or ``"shared"`` (``when`` = the Celery
-    #: schedule, run through its own ``is_due``: see :mod:`anarchon_celery.shared`)
+    #: schedule, run through its own ``is_due``: see ``anarchon_celery.shared``)
     kind: str
     when: Any
     #: replaces the core's schedule (Celery's crontab rules), or ``None``

@@ -6,7 +6,7 @@ import threading
 
 
 class BackgroundLoop:
-    """Runs :meth:`_run` in a daemon thread named ``thread_name``; :attr:`_stop` ends it."""
+    """Runs ``_run`` in a daemon thread named ``thread_name``; ``_stop`` ends it."""
 
     thread_name = "anarchon-celery"
 

@@ -41,8 +41,8 @@ class Scheduler(beat.Scheduler):
     follow Celery's own crontab results in their zone, ``solar`` entries Celery's solar
     code. Only the slot winner publishes, with ``anarchon_job``/``anarchon_slot``/
     ``anarchon_attempt`` headers. Schedules that decide by their own ``is_due`` run on a
-    shared ``last_run_at`` (:mod:`anarchon_celery.shared`). An entry that cannot be
-    scheduled is logged at ERROR and kept in :attr:`refused`; the others run.
+    shared ``last_run_at`` (see the Celery page). An entry that cannot be
+    scheduled is logged at ERROR and kept in ``refused``; the others run.
 
     Entries default to ``overlap="allow"`` unless outcomes are tracked (then the core's
     ``"skip"``: no slot is published while the previous task is queued or running); an
@@ -89,8 +89,9 @@ class Scheduler(beat.Scheduler):
 
     def plans(self) -> list[JobPlan]:
         """The jobs the entries become. An entry that cannot be converted is left out and
-        kept in :attr:`refused` with the reason; a setting that concerns every entry (the
-        app's timezone) raises :class:`ConfigurationError`."""
+        kept in ``refused`` with the reason; a setting that concerns every entry (the
+        app's timezone) raises
+        [`ConfigurationError`][anarchon_celery.ConfigurationError]."""
         self._load_entries()
         tz = app_timezone(self.app)
         zone = self.settings.scheduler_options.get("timezone")
