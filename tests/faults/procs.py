@@ -1,0 +1,149 @@
+"""Clusters of :mod:`tests.faults.worker` processes and what the issue-15 tests read back.
+
+:class:`Procs` is the scenario harness's :class:`~anarchon.scenarios.harness.Cluster`
+(same log, ``wait_for``, signals, ``@go`` jobs) with the fault suite's own worker, which
+can block its event loop, run under ``Scheduler.run()``, use a skewed clock, run under a
+command prefix (``faketime``) and copies the ``anarchon`` logger into the log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from anarchon.scenarios.harness import Cluster, Records
+from tests.faults.conftest import missing
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: the timings of issue 15's findings
+LEASE, HEARTBEAT, JITTER, MAX_LATE = 2.0, 0.3, 0.2, 60.0
+OPTIONS = dict(lease=LEASE, heartbeat=HEARTBEAT, jitter=JITTER)
+INSTANCES = ("a", "b", "c")
+
+
+class Procs(Cluster):
+    """A cluster of fault-suite workers; ``spawn(..., wrapper=[...])`` prefixes the command."""
+
+    def spawn(self, instance: str, wrapper: Sequence[str] = (), **extra: Any
+              ) -> subprocess.Popen[bytes]:
+        config = dict(url=self.url, instance=instance, log=str(self.log), jobs=self.jobs,
+                      options=self.options, stop_timeout=self.stop_timeout,
+                      go_file=str(self.go_file), **extra)
+        path = os.environ.get("PYTHONPATH", "")
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else "")}
+        output = self.log.with_name(f"{self.log.stem}.{instance}.out").open("ab")
+        try:
+            proc = subprocess.Popen([*wrapper, sys.executable, "-m", "tests.faults.worker",
+                                     json.dumps(config)], cwd=ROOT, env=env,
+                                    stdin=subprocess.DEVNULL, stdout=output,
+                                    stderr=subprocess.STDOUT)
+        finally:
+            output.close()
+        self.procs[instance] = proc
+        self.note("spawn", instance, pid=proc.pid)
+        return proc
+
+    def output(self, instance: str) -> str:
+        """What ``instance`` wrote to stdout/stderr (logging, tracebacks)."""
+        path = self.log.with_name(f"{self.log.stem}.{instance}.out")
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def dead(self) -> dict[str, int | None]:
+        """Instances that exited, with their return codes."""
+        return {name: proc.returncode for name, proc in self.procs.items()
+                if proc.poll() is not None}
+
+
+def make_procs(made: list[Cluster], url: str, tmp_path: Path, jobs: list[dict[str, Any]],
+               **options: Any) -> Procs:
+    """A :class:`Procs` with the issue's timings (``options`` override them), added to
+    ``made`` (the ``clusters`` fixture, which SIGKILLs them at teardown)."""
+    cluster = Procs(url, tmp_path / f"log{len(made)}.jsonl", jobs, {**OPTIONS, **options},
+                    stop_timeout=5)
+    made.append(cluster)
+    return cluster
+
+
+def tick(duration: float = 0.2, **options: Any) -> dict[str, Any]:
+    """The issue's job: every 1 s, ``max_late`` 60 s."""
+    return dict(kind="every", name="tick", when="1s", duration=duration,
+                options=dict(max_late=MAX_LATE, **options))
+
+
+def begins(records: Records, job: str) -> list[dict[str, Any]]:
+    return [r for r in records if r["kind"] == "begin" and r["job"] == job]
+
+
+def starts_per_slot(records: Records, job: str) -> Counter[int]:
+    return Counter(r["slot"] for r in begins(records, job))
+
+
+def duplicates(records: Records, job: str) -> dict[int, int]:
+    """Slots whose handler started more than once (any attempt): slot -> starts."""
+    return {slot: n for slot, n in starts_per_slot(records, job).items() if n > 1}
+
+
+def skips(records: Records, job: str, reason: str) -> list[int]:
+    return sorted(r["slot"] for r in records if r["kind"] == "event" and r["type"] == "skip"
+                  and r["job"] == job and r["reason"] == reason)
+
+
+def logs(records: Records, level: str = "WARNING") -> list[dict[str, Any]]:
+    """``anarchon`` logger lines at ``level`` or above."""
+    order = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+    return [r for r in records if r["kind"] == "log"
+            and order.index(r["level"]) >= order.index(level)]
+
+
+def wait_until(what: str, timeout: float, check: Any, step: float = 0.05) -> Any:
+    """Poll ``check()`` until truthy; ``AssertionError`` naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(step)
+
+
+def sleep_until_fraction(fraction: float) -> float:
+    """Sleep until the wall clock's fraction of a second is ``fraction``; returns the time.
+
+    A fault injected at a known point between two whole-second slots makes the slots it
+    hits the same in every run (the claims of slot ``s`` go out in ``[s, s + jitter]``).
+    """
+    time.sleep((fraction - time.time() % 1.0) % 1.0)
+    return time.time()
+
+
+def faketime_command() -> list[str]:
+    """The ``faketime`` binary (Debian package ``faketime``), installed here if missing.
+
+    The rig (scripts/test.sh) does not install it; as root on Debian this installs it
+    with ``apt-get`` the first time, as the rig does for Chromium. Elsewhere the test is
+    skipped locally and fails in CI.
+    """
+    found = shutil.which("faketime")
+    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
+        subprocess.run(["apt-get", "install", "-y", "-qq", "faketime"], check=False,
+                       capture_output=True, timeout=300)
+        found = shutil.which("faketime")
+    if found is None:
+        missing("the faketime command (apt-get install faketime)")
+        raise AssertionError("unreachable")  # pragma: no cover
+    return [found]
+
+
+__all__ = ["HEARTBEAT", "INSTANCES", "JITTER", "LEASE", "MAX_LATE", "OPTIONS", "Procs",
+           "begins", "duplicates", "faketime_command", "logs", "make_procs", "skips",
+           "sleep_until_fraction", "starts_per_slot", "tick", "wait_until"]
