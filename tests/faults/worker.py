@@ -99,17 +99,23 @@ def _resolve_go(jobs: list[dict[str, Any]], go_file: str | None, write: Write) -
     while not go.exists():
         if time.monotonic() > deadline:
             raise TimeoutError(f"no go file {go} after 120 s")
-        time.sleep(0.02)
+        _pause(0.02)
     times = json.loads(go.read_text())
     for job in jobs:
         if job["when"] == "@go":
             job["when"] = times[job["name"]]
 
 
+def _pause(seconds: float) -> None:
+    """``time.sleep`` that works under ``faketime`` with ``FAKETIME_DONT_FAKE_MONOTONIC``
+    (where its ``clock_nanosleep`` fails with EINVAL)."""
+    threading.Event().wait(seconds)
+
+
 def _wait_for_fraction(fraction: float, faked_offset: float) -> None:
     """Sleep until the real wall clock's fraction of a second is ``fraction``."""
     now = time.time() - faked_offset
-    time.sleep((fraction - now % 1.0) % 1.0)
+    _pause((fraction - now % 1.0) % 1.0)
 
 
 def main(argv: list[str] | None = None) -> int:
