@@ -104,18 +104,6 @@ def logs(records: Records, level: str = "WARNING") -> list[dict[str, Any]]:
             and order.index(r["level"]) >= order.index(level)]
 
 
-def wait_until(what: str, timeout: float, check: Any, step: float = 0.05) -> Any:
-    """Poll ``check()`` until truthy; ``AssertionError`` naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(step)
-
-
 def sleep_until_fraction(fraction: float) -> float:
     """Sleep until the wall clock's fraction of a second is ``fraction``; returns the time.
 
@@ -146,4 +134,4 @@ def faketime_command() -> list[str]:
 
 __all__ = ["HEARTBEAT", "INSTANCES", "JITTER", "LEASE", "MAX_LATE", "OPTIONS", "Procs",
            "begins", "duplicates", "faketime_command", "logs", "make_procs", "skips",
-           "sleep_until_fraction", "starts_per_slot", "tick", "wait_until"]
+           "sleep_until_fraction", "starts_per_slot", "tick"]
