@@ -115,19 +115,12 @@ def sleep_until_fraction(fraction: float) -> float:
 
 
 def faketime_command() -> list[str]:
-    """The ``faketime`` binary (Debian package ``faketime``), installed here if missing.
-
-    The rig (scripts/test.sh) does not install it; as root on Debian this installs it
-    with ``apt-get`` the first time, as the rig does for Chromium. Elsewhere the test is
-    skipped locally and fails in CI.
-    """
+    """The ``faketime`` command (Debian package ``faketime``, installed by
+    ``python scripts/servers.py install``); skipped locally and failing in CI without it."""
     found = shutil.which("faketime")
-    if found is None and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "-qq", "faketime"], check=False,
-                       capture_output=True, timeout=300)
-        found = shutil.which("faketime")
     if found is None:
-        missing("the faketime command (apt-get install faketime)")
+        missing("the faketime command (python scripts/servers.py install, or apt-get "
+                "install faketime)")
         raise AssertionError("unreachable")  # pragma: no cover
     return [found]
 

@@ -45,7 +45,8 @@ SLOTS = 8         # slots watched once every instance is up
 AHEAD_LOSES = pytest.mark.xfail(
     reason="issue 15: an instance 2 s ahead claims every slot 2 s early (the store does not "
     "refuse early claims), and its early catch-up claim on joining meets an overlap and "
-    "loses that slot", strict=True)
+    "loses that slot", strict=True,
+    raises=AssertionError)
 
 
 @pytest.fixture(params=long_stores(), ids=lambda s: s.id)

@@ -53,7 +53,8 @@ def _leaks(cluster: Procs, name: str) -> bool:
 
 
 @pytest.mark.xfail(reason="issue 15: Scheduler.run() dies with StoreError when the store "
-                   "does not answer at start instead of retrying", strict=True)
+                   "does not answer at start instead of retrying", strict=True,
+                   raises=AssertionError)
 def test_run_waits_for_a_store_that_is_down_at_start(down_store: Outage,
                                                      clusters: list[Cluster],
                                                      tmp_path: Path,
