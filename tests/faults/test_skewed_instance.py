@@ -66,6 +66,8 @@ def watch(cluster: Procs, joins: bool, **skewed: Any) -> tuple[dict[str, Any], l
     a 2 s-behind instance is alone with slots nobody claimed yet, which is a start-up
     race of its own, not what this test measures."""
     cluster.start("skewed", timeout=30, start_at=JOIN_AT, **skewed)
+    cluster.wait_for(lambda lines: {r["instance"] for r in lines if r["kind"] == "ready"}
+                     >= set(cluster.procs), 30, "every instance ready")
     readies = [r["t"] for r in cluster.records() if r["kind"] == "ready"]
     since = min(readies) if joins else max(readies) + SKEW
     watched = max(readies) if joins else since
