@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -42,15 +43,33 @@ class Procs(Cluster):
         env = {**os.environ, "PYTHONPATH": str(ROOT) + (os.pathsep + path if path else "")}
         output = self.log.with_name(f"{self.log.stem}.{instance}.out").open("ab")
         try:
+            # a wrapper (faketime) forks the worker and waits: give it a process group
+            # of its own, so that stop_all() reaches the worker too
             proc = subprocess.Popen([*wrapper, sys.executable, "-m", "tests.faults.worker",
                                      json.dumps(config)], cwd=ROOT, env=env,
                                     stdin=subprocess.DEVNULL, stdout=output,
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT, start_new_session=bool(wrapper))
         finally:
             output.close()
+        if wrapper:
+            self.groups.add(proc.pid)
         self.procs[instance] = proc
         self.note("spawn", instance, pid=proc.pid)
         return proc
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: process groups of wrapped instances (their leader's pid)
+        self.groups: set[int] = set()
+
+    def stop_all(self, graceful: bool = True) -> None:
+        """As :meth:`Cluster.stop_all`, then SIGKILL what is left of wrapped instances."""
+        super().stop_all(graceful)
+        for group in self.groups:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # the whole group is gone already
 
     def output(self, instance: str) -> str:
         """What ``instance`` wrote to stdout/stderr (logging, tracebacks)."""
