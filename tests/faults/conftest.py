@@ -60,3 +60,12 @@ def make_cluster(tmp_path: Path) -> Iterator[MakeCluster]:
     yield make
     for cluster in made:
         cluster.stop_all(graceful=False)
+
+
+@pytest.fixture
+def clusters() -> Iterator[list[Cluster]]:
+    """A list a test appends its clusters to; each is stopped (SIGKILL) at teardown."""
+    made: list[Cluster] = []
+    yield made
+    for cluster in made:
+        cluster.stop_all(graceful=False)

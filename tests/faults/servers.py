@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from tests.stores.redis import url_with_prefix
+
 HOST = "127.0.0.1"
 
 
@@ -63,30 +65,46 @@ def valkey_binary() -> str | None:
 
 
 class RedisLike:
-    """Our own redis-server/valkey-server with an fsync-always append-only file."""
+    """Our own redis-server/valkey-server on a free port, restarted on the same port.
 
-    def __init__(self, binary: str, folder: Path, scheme: str = "redis") -> None:
+    ``aof``: an append-only file with ``appendfsync always`` (else no persistence at all:
+    a restart comes back empty); ``sigkill``: ``down()`` is ``kill -9`` instead of a
+    graceful SIGTERM; ``password``: ``requirepass`` (and in the URL); ``start``: start now.
+    """
+
+    def __init__(self, binary: str, folder: Path, scheme: str = "redis", *,
+                 aof: bool = True, sigkill: bool = False, password: str | None = None,
+                 start: bool = True) -> None:
         self.binary = binary
         self.folder = folder
         self.port = free_port()
-        self.url = f"{scheme}://{HOST}:{self.port}/0"
+        self.aof, self.sigkill, self.password = aof, sigkill, password
+        auth = f":{password}@" if password else ""
+        self.url = f"{scheme}://{auth}{HOST}:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
-        self.up()
+        if start:
+            self.up()
 
     def up(self) -> None:
         log = (self.folder / "server.log").open("ab")
+        persistence = (["--appendonly", "yes", "--appendfsync", "always"] if self.aof
+                       else ["--appendonly", "no"])
+        auth = ["--requirepass", self.password] if self.password else []
         try:
             self.proc = subprocess.Popen(
                 [self.binary, "--port", str(self.port), "--bind", HOST, "--save", "",
-                 "--appendonly", "yes", "--appendfsync", "always", "--dir", str(self.folder),
-                 "--daemonize", "no"], stdout=log, stderr=subprocess.STDOUT)
+                 *persistence, *auth, "--dir", str(self.folder), "--daemonize", "no"],
+                stdout=log, stderr=subprocess.STDOUT)
         finally:
             log.close()
         _wait_port(self.port, 10, self.binary)
 
     def down(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
+            if self.sigkill:
+                self.proc.kill()
+            else:
+                self.proc.terminate()
             self.proc.wait(10)
             self.proc = None
 
@@ -118,7 +136,7 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 class ThrowawayPostgres:
     """A PostgreSQL cluster made with initdb (about 2 s) and driven with pg_ctl."""
 
-    def __init__(self) -> None:
+    def __init__(self, start: bool = True) -> None:
         initdb, self.pg_ctl = postgres_binary("initdb"), postgres_binary("pg_ctl")
         if initdb is None or self.pg_ctl is None:
             raise FileNotFoundError("initdb/pg_ctl found neither in /usr/lib/postgresql/*/bin "
@@ -134,7 +152,8 @@ class ThrowawayPostgres:
                                      "postgres", "--no-sync"]), check=True,
                        capture_output=True)
         self.url = f"postgresql://postgres@{HOST}:{self.port}/postgres"
-        self.up()
+        if start:
+            self.up()
 
     def _ctl(self, *args: str) -> None:
         subprocess.run(_as_postgres([str(self.pg_ctl), "-D", str(self.data), *args]),
@@ -175,3 +194,31 @@ class SqliteLock:
 
     def close(self) -> None:
         self.up()
+
+
+def throwaway(kind: str, folder: Path, namespace: str, sqlite_url: str = "", *,
+              aof: bool = True, sigkill: bool = False, password: str | None = None,
+              start: bool = True) -> Outage:
+    """A store of ``kind`` (``redis``, ``valkey``, ``postgres``, ``sqlite``) that only this
+    test uses, its URL scoped to ``namespace``. Redis options as :class:`RedisLike`;
+    PostgreSQL is stopped with ``pg_ctl -m immediate``; SQLite (``sqlite_url``) is the
+    file's write lock held past a 0.5 s ``busy_timeout``. ``FileNotFoundError`` when the
+    server program is not installed."""
+    if kind in ("redis", "valkey"):
+        binary = shutil.which("redis-server") if kind == "redis" else valkey_binary()
+        if binary is None:
+            raise FileNotFoundError(f"a {kind} server binary")
+        own = RedisLike(binary, folder, aof=aof, sigkill=sigkill, password=password,
+                        start=start)
+        own.url = url_with_prefix(own.url, namespace,
+                                  scheme="valkey" if kind == "valkey" else None)
+        return own
+    if kind == "postgres":
+        pg = ThrowawayPostgres(start=start)
+        if password:  # trust authentication ignores it; the URL still carries it
+            pg.url = pg.url.replace("postgres@", f"postgres:{password}@", 1)
+        pg.url += f"?table=t_{namespace}"
+        return pg
+    if kind == "sqlite":
+        return SqliteLock(sqlite_url + "&busy_timeout=0.5s")
+    raise ValueError(f"no throwaway store of kind {kind!r}")
