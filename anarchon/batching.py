@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, TypeVar
 
 from .aio import cancel_and_wait
+from .backends.base import Backend, ClaimRequest, ClaimResult, Finish
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -188,3 +189,45 @@ class Batcher(Generic[T, R]):
 
 
 __all__ = ["DEFAULT_MAX_SIZE", "Batcher", "chunks", "on_grid", "settle"]
+
+
+class StoreCalls:
+    """The claim and finish calls of one backend: batched or not is decided here, once.
+
+    A backend that sets :attr:`~anarchon.backends.base.Backend.supports_claim_batches`
+    gets its claims and finishes through :class:`Batcher` s (one store call for the items
+    due together) and its jobs' jitter on the claim grid; any other backend gets one call
+    per item and no grid.
+    """
+
+    def __init__(self, backend: Backend, *, window: float, grid_ms: float) -> None:
+        self.backend = backend
+        self.batched = backend.supports_claim_batches
+        #: the grid each job's jitter is rounded up to (0: no grid)
+        self.grid_ms = grid_ms if self.batched else 0.0
+        self.claims: Batcher[ClaimRequest, ClaimResult] = Batcher(
+            lambda requests: backend.claim_many(requests), window=window)
+        self.finishes: Batcher[Finish, bool] = Batcher(
+            lambda finishes: backend.finish_many(finishes), window=window)
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        """Claim one slot (with the other claims of this loop turn, if batched)."""
+        if self.batched:
+            return await self.claims.submit(request)
+        return await self.backend.claim(request)
+
+    async def claim_all(self, requests: list[ClaimRequest]
+                        ) -> list[ClaimResult | Exception]:
+        """Claim slots that fell due together, in as few calls as the backend allows."""
+        return await self.claims.send_all(requests)
+
+    async def finish(self, finish: Finish) -> bool:
+        """Record one outcome (with the other finishes of this loop turn, if batched)."""
+        if self.batched:
+            return await self.finishes.submit(finish)
+        return await self.backend.finish(finish)
+
+    async def aclose(self) -> None:
+        """Cancel batched calls still in flight."""
+        await self.claims.aclose()
+        await self.finishes.aclose()

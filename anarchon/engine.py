@@ -3,45 +3,40 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import random
 import socket
-import time
-import traceback
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
-from .aio import cancel_and_wait, wait_event
+from .aio import cancel_and_wait
+from .attempts import Attempts
 from .backends.base import (
     Backend,
-    ClaimReason,
-    ClaimRequest,
-    ClaimResult,
-    Finish,
-    HeldRun,
     JobSpec,
     LeaseBackend,
     RunKey,
     RunState,
     Wakeup,
 )
-from .batching import Batcher, on_grid
-from .clock import SYSTEM_CLOCK, Clock, SystemClock
-from .context import AbortSignal, RunContext
-from .durations import DurationLike, parse_duration, to_ms
+from .batching import StoreCalls, on_grid
+from .claiming import Claims
+from .clock import SYSTEM_CLOCK, Clock
+from .context import AbortSignal
+from .durations import DurationLike, parse_duration
 from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
-from .history import JobInfo, RunReason, RunRecord
-from .jobs import Job, merge_data
-from .lease import Held, LeaseKeeper
-from .planning import Due, Plan
+from .finishing import build_finish, describe, status_of
+from .history import JobInfo, RunRecord
+from .jobs import Job
+from .lease import LeaseKeeper
+from .planning import Alarm, Due, Plan
 from .registering import JobRegistry
-from .runner import Outcome, run_handler
 from .slots import ms_to_datetime
+from .triggers import TriggerInbox
 
 logger = logging.getLogger("anarchon")
 
@@ -53,8 +48,6 @@ CLAIM_GRID_MS = 20.0
 #: a batch of finishes (or of catch-up and takeover claims) is sent this long after its
 #: first item; 0: on the next loop turn
 BATCH_WINDOW_S = 0.0
-#: least interval of the trigger poll while the backend's wake-up channel is up (seconds)
-SAFETY_POLL = 30.0
 #: longest sleep of the planner: a wall-clock step (NTP) is noticed within this (seconds)
 MAX_NAP = 30.0
 
@@ -116,20 +109,17 @@ class AsyncScheduler(JobRegistry):
         # every job's next slot; one task (the planner) sleeps until the earliest is due
         self._plan = Plan()
         self._planner: asyncio.Task[None] | None = None
-        self._replan: asyncio.Future[None] | None = None  # wakes the planner early
-        self._runs: set[asyncio.Task[Any]] = set()
-        self._active: dict[RunKey, Held] = {}  # every run executing here, leased or not
+        self._alarm = Alarm(self.clock)  # the planner's sleep, ended early by _schedule
+        self._runs: set[asyncio.Task[Any]] = set()  # runs (and manual runs) stop() awaits
+        self._attempts = Attempts(self)  # owns the table of runs executing here
+        self._claiming = Claims(self)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._async_started: dict[str, float] = {}  # async job -> when it last started
         # claims and finishes due together go to the store as one call (if it can)
-        self._claims: Batcher[ClaimRequest, ClaimResult] = Batcher(
-            lambda requests: self.backend.claim_many(requests), window=BATCH_WINDOW_S)
-        self._finishes: Batcher[Finish, bool] = Batcher(
-            lambda finishes: self.backend.finish_many(finishes), window=BATCH_WINDOW_S)
+        self._calls = StoreCalls(self.backend, window=BATCH_WINDOW_S, grid_ms=CLAIM_GRID_MS)
+        self._claims = self._calls.claims
         # the backend's wake-up channel (Backend.watch): while it is up, triggers and
         # hand-overs arrive as messages and the trigger poll slows to a safety net
-        self._channel_up = False
-        self._trigger_wake = asyncio.Event()
+        self._inbox = TriggerInbox(self)
         self._opened = False
         self._open_lock = asyncio.Lock()
         self._started = False
@@ -173,24 +163,20 @@ class AsyncScheduler(JobRegistry):
         self._started = True
         await self.backend.register([self._spec(job) for job in self._jobs.values()])
         if isinstance(self.backend, LeaseBackend):
-            self._keeper = LeaseKeeper(
-                self.backend, self.instance_id, self.options.lease, self.options.heartbeat,
-                on_lost=self._lost, on_expired=self._expired,
-                on_error=lambda exc: self._emit("error", None, error=exc),
-            )
+            self._keeper = self._attempts.keep_leases(self.backend)
             self._spawn(self._keeper.run())
-            self._spawn(self._watch_loop_lag())
-            await self._recover()
+            self._spawn(self._attempts.watch_loop_lag())
+            await self._claiming.recover()
         # one instant splits the slots: up to it catch-up's, after it the planner's
         # (two readings of the clock would let a slot fall between them, unclaimed)
         split_ms = self._now_ms()
         if self._keeper is not None:
-            await self._catch_up(split_ms)
+            await self._claiming.catch_up(split_ms)
         for job in list(self._jobs.values()):
             self._schedule(job, after_ms=split_ms)
         self._planner = self._spawn(self._plan_loop())
         if self.backend.supports_triggers and self._jobs:
-            self._spawn(self._trigger_loop())
+            self._spawn(self._inbox.run())
         if self._jobs and (self._keeper is not None or self.backend.supports_triggers):
             self._spawn(self.backend.watch(self._woken))
         logger.info("scheduler %s started with %d job(s) on %s", self.instance_id,
@@ -211,8 +197,7 @@ class AsyncScheduler(JobRegistry):
             self._planner.cancel()
         if self._keeper is not None:
             self._keeper.unwatch_all()
-        for held in list(self._active.values()):
-            held.signal.abort("stop")
+        self._attempts.abort_all()
         if self._runs:
             _, pending = await asyncio.wait(set(self._runs), timeout=wait)
             if pending:
@@ -221,8 +206,7 @@ class AsyncScheduler(JobRegistry):
                 await cancel_and_wait(pending)
         self._closed = True
         await cancel_and_wait(list(self._tasks))
-        await self._claims.aclose()  # batched calls still in flight are cancelled too
-        await self._finishes.aclose()
+        await self._calls.aclose()  # batched calls still in flight are cancelled too
         if self._opened:
             await self.backend.close()
         logger.info("scheduler %s stopped", self.instance_id)
@@ -279,14 +263,13 @@ class AsyncScheduler(JobRegistry):
         slot = job.schedule.next_after(self._now_ms() if after_ms is None else after_ms)
         if slot is None:
             self._plan.remove(job.name)
-        elif self._plan.put(self._due(job, slot)) and self._replan is not None:
-            _resolve(self._replan)  # due before the planner's wake-up: wake it now
+        elif self._plan.put(self._due(job, slot)):
+            self._alarm.wake()  # due before the planner's wake-up: wake it now
 
     def _due(self, job: Job, slot: int) -> Due:
         following = job.schedule.next_after(slot)
-        grid = CLAIM_GRID_MS if self.backend.supports_claim_batches else 0.0
-        return Due(slot + claim_delay_ms(job, slot, following, grid), job.name, slot,
-                   following)
+        return Due(slot + claim_delay_ms(job, slot, following, self._calls.grid_ms),
+                   job.name, slot, following)
 
     async def _plan_loop(self) -> None:
         """Claim every job's slots as they fall due: one task for all jobs, asleep until
@@ -297,34 +280,11 @@ class AsyncScheduler(JobRegistry):
                 self._claim_due(due)
             at = self._plan.next_at()
             if at is None:
-                await self._nap(None)
+                await self._alarm.sleep(None)
             elif (wait := (at - self._now_ms()) / 1000) > 0:
-                await self._nap(min(wait, MAX_NAP))
+                await self._alarm.sleep(min(wait, MAX_NAP))
             else:
                 await asyncio.sleep(0)  # more is due already (the clock jumped): let others run
-
-    async def _nap(self, seconds: float | None) -> None:
-        """Sleep ``seconds`` on the clock (``None``: until woken), or until
-        :meth:`_schedule` plans a job earlier."""
-        loop = asyncio.get_running_loop()
-        woken = self._replan = loop.create_future()
-        try:
-            if seconds is None:
-                await woken
-            elif isinstance(self.clock, SystemClock):  # one timer, no extra task
-                timer = loop.call_later(seconds, _resolve, woken)
-                try:
-                    await woken
-                finally:
-                    timer.cancel()
-            else:
-                sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
-                try:
-                    await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    sleeper.cancel()
-        finally:
-            self._replan = None
 
     def _claim_due(self, due: list[Due]) -> None:
         """Plan each job's next slot and claim the slots that fell due."""
@@ -346,230 +306,19 @@ class AsyncScheduler(JobRegistry):
             claims.append((job, entry.slot))
         if not claims:
             return
-        if self.backend.supports_claim_batches:  # one store call for all of them
-            self._spawn(self._claim_together(claims))
+        if self._calls.batched:  # one store call for all of them
+            self._spawn(self._claiming.claim_together(claims))
         else:
             for job, slot in claims:
-                self._spawn(self._claim_and_run(job, slot, "scheduled"))
-
-    async def _recover(self) -> None:
-        assert isinstance(self.backend, LeaseBackend) and self._keeper is not None
-        for state in await self.backend.unfinished(list(self._jobs)):
-            if state.lease_expired:
-                self._expired(state)
-            else:
-                self._keeper.watch(RunKey(state.name, state.slot))
-
-    async def _catch_up(self, now: int) -> None:
-        for job in list(self._jobs.values()):
-            if job.catch_up <= 0:
-                continue
-            slot = job.schedule.latest_at_or_before(now, to_ms(job.catch_up))
-            if slot is not None:
-                self._spawn(self._claim_and_run(job, slot, "catch-up"))
+                self._spawn(self._claiming.claim_and_run(job, slot, "scheduled"))
 
     def _expired(self, state: RunState) -> None:
         job = self._jobs.get(state.name)
         if job is not None and self.running:
-            self._spawn(self._claim_and_run(job, state.slot, "takeover", state.attempt))
+            self._spawn(self._claiming.claim_and_run(job, state.slot, "takeover",
+                                                     state.attempt))
 
     # -- claiming and running ------------------------------------------------------------------
-
-    def _request(self, job: Job, slot: int, reason: ClaimReason,
-                 expected_attempt: int = 0) -> ClaimRequest:
-        return ClaimRequest(
-            name=job.name, slot=slot, owner=self.instance_id, reason=reason,
-            lease_ms=to_ms(self.options.lease), max_late_ms=to_ms(job.max_late),
-            max_attempts=job.max_attempts, overlap=job.overlap,
-            catch_up_ms=to_ms(job.catch_up), expected_attempt=expected_attempt,
-        )
-
-    async def _claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
-                             expected_attempt: int = 0) -> None:
-        if not self.running:
-            return
-        request = self._request(job, slot, reason, expected_attempt)
-        sent_at = time.monotonic()
-        try:
-            result = await (self._claims.submit(request)
-                            if self.backend.supports_claim_batches
-                            else self.backend.claim(request))
-        except Exception as exc:
-            await self._claim_unknown(job, request, exc, sent_at)
-        else:
-            self._claimed(job, request, result.outcome, result.attempt, sent_at)
-
-    async def _claim_together(self, claims: list[tuple[Job, int]]) -> None:
-        """Claim slots that fell due together in as few store calls as the backend
-        allows (:meth:`Backend.claim_many`), then act on each answer."""
-        if not self.running:
-            return
-        requests = [self._request(job, slot, "scheduled") for job, slot in claims]
-        sent_at = time.monotonic()
-        answers = await self._claims.send_all(requests)
-        for (job, _), request, answer in zip(claims, requests, answers, strict=True):
-            if isinstance(answer, Exception):
-                self._spawn(self._claim_unknown(job, request, answer, sent_at))
-            else:
-                self._claimed(job, request, answer.outcome, answer.attempt, sent_at)
-
-    async def _claim_unknown(self, job: Job, request: ClaimRequest, error: Exception,
-                             sent_at: float) -> None:
-        """The claim failed and may or may not have been written: run only if the store
-        shows we own it."""
-        self._emit("error", job.name, request.slot, error=error)
-        try:
-            attempt = await self.backend.confirm(request)
-        except Exception as exc:
-            self._emit("error", request.name, request.slot, error=exc)
-            return
-        if attempt:
-            self._claimed(job, request, "won", attempt, sent_at)
-
-    def _claimed(self, job: Job, request: ClaimRequest, outcome: str, attempt: int,
-                 sent_at: float) -> None:
-        """Act on the store's answer to a claim: run it, back it up, or skip it."""
-        slot, reason = request.slot, request.reason
-        if outcome == "won":
-            self._execute(job, slot, attempt, reason, sent_at)
-        elif outcome == "exhausted":
-            logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
-                           job.name, slot, job.max_attempts)
-        elif outcome == "taken":
-            if self._keeper is not None:  # back it up (a lost takeover too: attempt 3 …)
-                self._keeper.watch(RunKey(job.name, slot))
-            if reason == "scheduled":
-                self._emit("skip", job.name, slot, reason=outcome)
-        elif (outcome == "late" and reason == "scheduled") or (
-                outcome == "overlap" and reason != "takeover"):
-            self._emit("skip", job.name, slot, reason=outcome)
-
-    def _execute(self, job: Job, slot: int, attempt: int, reason: RunReason,
-                 claimed_at: float) -> None:
-        held = Held(HeldRun(job.name, slot, attempt), AbortSignal(), claimed_at)
-        self._active[held.run.key] = held
-        if self._keeper is not None:
-            self._keeper.hold(held)
-        # stop() waits for the run through self._runs; nothing waits here (cheaper)
-        self._spawn(self._perform(job, held, reason), self._runs)
-
-    async def _perform(self, job: Job, held: Held, reason: RunReason) -> None:
-        run, signal = held.run, held.signal
-        try:
-            if self._stopping:  # won while stopping: hand it straight over
-                signal.abort("stop")
-                self._drop(run)
-                await self._hand_over(job, run)
-                return
-            outcome, ctx = await self._invoke(job, run.slot, run.attempt, reason, signal, None)
-            if self._closed or signal.reason == "lost":
-                return
-            if ctx is not None and ctx.detached_lease is not None and outcome.error is None:
-                self._drop(run)  # the detach write sets the lease from now on
-                await self._detach(job, run, ctx.detached_lease)
-                return
-            if signal.reason == "stop" and outcome.raised_on_abort and self._keeper:
-                self._drop(run)  # a renewal after the release would delay the backup
-                await self._hand_over(job, run)
-                return
-            held.finishing = True  # keep renewing until the outcome is recorded
-            await self._finish(job, run, signal, reason, outcome)
-        finally:
-            self._drop(run)
-            self._active.pop(run.key, None)
-
-    def _drop(self, run: HeldRun) -> None:
-        if self._keeper is not None:
-            self._keeper.drop(run.key)
-
-    async def _finish(self, job: Job, run: HeldRun, signal: AbortSignal, reason: RunReason,
-                      outcome: Outcome) -> None:
-        if signal.reason == "timeout":
-            self._emit("interrupted", job.name, run.slot, run.attempt, "timeout")
-        status: Literal["success", "failure"] = "failure" if outcome.error else "success"
-        finish = Finish(
-            job.name, run.slot, self.instance_id, run.attempt, status,
-            _describe(outcome.error), job.history_size,
-            to_ms(job.history_ttl) if job.history_ttl else None, job.retain_runs_ms,
-        )
-        recorded = await self._store(job, self._finishes.submit(finish)
-                                     if self.backend.supports_claim_batches
-                                     else self.backend.finish(finish))
-        if recorded is False:
-            signal.abort("lost")
-            self._emit("lost", job.name, run.slot, run.attempt, "lost")
-        elif recorded:
-            self._emit(status, job.name, run.slot, run.attempt, reason, outcome.error)
-
-    async def _detach(self, job: Job, run: HeldRun, lease: float) -> None:
-        """Extend the lease of a detached run; whoever holds its token finishes it."""
-        if isinstance(self.backend, LeaseBackend):
-            # after any renewal in flight (the run is dropped from the keeper already)
-            guard = self._keeper.renewing if self._keeper else contextlib.nullcontext()
-            async with guard:
-                result = await self._store(job, self.backend.heartbeat(
-                    self.instance_id, [run], [], to_ms(lease)))
-            # "lost" here is no news: the worker may already have finished it
-            if result is not None and run.key not in result.lost and self._keeper is not None:
-                self._keeper.watch(run.key)  # if nobody finishes it, take it over
-
-    async def _hand_over(self, job: Job, run: HeldRun) -> None:
-        assert isinstance(self.backend, LeaseBackend)
-        if await self._store(job, self.backend.release(self.instance_id, run)):
-            self._emit("interrupted", job.name, run.slot, run.attempt, "stop")
-
-    async def _store(self, job: Job, operation: Any) -> Any:
-        try:
-            return await operation
-        except Exception as exc:
-            self._emit("error", job.name, error=exc)
-            return None
-
-    async def _invoke(self, job: Job, slot: int, attempt: int, reason: RunReason,
-                      signal: AbortSignal, data: Any, manual: bool = False
-                      ) -> tuple[Outcome, RunContext | None]:
-        levels = [self.options.defaults.get("data"), job.data]
-        if manual and data is not None:
-            levels.append(data)
-        self._emit("start", job.name, slot, attempt, reason)
-        try:
-            run_data = merge_data(levels)
-        except Exception as exc:
-            return Outcome(exc, False), None
-        ctx = RunContext(job.name, slot, ms_to_datetime(slot), self.instance_id, manual,
-                         attempt, reason, signal, run_data)
-        if job.is_async:
-            self._async_started[job.name] = time.monotonic()
-        return await run_handler(job, ctx), ctx
-
-    def _lost(self, held: Held) -> None:
-        if held.signal.abort("lost"):
-            run = held.run
-            logger.warning("job %r slot %s attempt %d: lease lost, aborting", run.name,
-                           run.slot, run.attempt)
-            self._emit("interrupted", run.name, run.slot, run.attempt, "lost")
-            self._emit("lost", run.name, run.slot, run.attempt, "lost")
-
-    async def _watch_loop_lag(self) -> None:
-        """Warn when async handlers block the loop longer than a heartbeat."""
-        step = self.options.heartbeat / 4
-        while True:
-            before = time.monotonic()
-            await asyncio.sleep(step)
-            lag = time.monotonic() - before - step
-            now = time.monotonic()
-            # async jobs started during (or just before) this step may be the blockers
-            recent = {name for name, at in self._async_started.items() if at >= before - step}
-            self._async_started = {n: at for n, at in self._async_started.items()
-                                   if at >= now - 60}
-            if lag > self.options.heartbeat:
-                held = self._keeper.held if self._keeper else {}
-                busy = sorted(recent | {k.name for k in held if k.name in self._jobs
-                                        and self._jobs[k.name].is_async})
-                logger.warning("event loop blocked (or the process paused) for %.1fs "
-                               "(heartbeat %gs): heartbeats were late; async job(s) running: "
-                               "%s — use await or a thread for blocking work", lag,
-                               self.options.heartbeat, ", ".join(busy) or "none")
 
     def lease_remaining(self, name: str, slot: int, attempt: int | None = None
                         ) -> float | None:
@@ -586,13 +335,7 @@ class AsyncScheduler(JobRegistry):
         (never claimed here, finished, lost, or ``attempt`` given and not the held one).
         Safe to call from a handler's thread.
         """
-        keeper = self._keeper
-        if keeper is None:
-            return None
-        held = keeper.held.get(RunKey(name, slot))
-        if held is None or (attempt is not None and held.run.attempt != attempt):
-            return 0.0
-        return held.renewed_at + keeper.lease - time.monotonic()
+        return self._attempts.lease_remaining(name, slot, attempt)
 
     # -- manual runs and queries ----------------------------------------------------------
 
@@ -603,16 +346,19 @@ class AsyncScheduler(JobRegistry):
         started = self._now_ms()
         token = await self.backend.start_manual(name, self.instance_id, started)
         signal = AbortSignal()
-        outcome, _ = await self._invoke(job, started, 1, "manual", signal, data, manual=True)
-        status: Literal["success", "failure"] = "failure" if outcome.error else "success"
-        error = _describe(outcome.error)
-        await self.backend.finish_manual(token, status, error, job.history_size,
-                                         to_ms(job.history_ttl) if job.history_ttl else None)
+        outcome, _ = await self._attempts.invoke(job, started, 1, "manual", signal, data,
+                                                 manual=True)
+        status = status_of(outcome.error)
+        finish = build_finish(name, started, self.instance_id, 1, status,
+                              describe(outcome.error), history_size=job.history_size,
+                              history_ttl=job.history_ttl, retain_runs_ms=job.retain_runs_ms)
+        await self.backend.finish_manual(token, finish.status, finish.error,
+                                         finish.history_size, finish.history_ttl_ms)
         self._emit(status, name, started, 1, "manual", outcome.error)
         finished = self._now_ms()
         return RunRecord(name, started, ms_to_datetime(started), self.instance_id, True, 1,
-                         "manual", status, ms_to_datetime(started), ms_to_datetime(finished),
-                         (finished - started) / 1000, error)
+                         "manual", finish.status, ms_to_datetime(started),
+                         ms_to_datetime(finished), (finished - started) / 1000, finish.error)
 
     async def trigger(self, name: str, data: Any = None) -> str:
         """Ask, through the store, that exactly one running instance with job ``name``
@@ -636,32 +382,6 @@ class AsyncScheduler(JobRegistry):
                                    f"{sorted(known) or 'none'}")
         return await self.backend.request_trigger(name, payload)
 
-    def _trigger_poll_interval(self) -> float:
-        """Every heartbeat; while the wake-up channel is up, a request arrives as a
-        message and the poll is only a safety net (a lost PUBLISH/NOTIFY): every
-        ``max(lease, 30 s)``, so an idle instance sends ~nothing to the store."""
-        if self._channel_up:
-            return max(self.options.lease, SAFETY_POLL)
-        return self.options.heartbeat
-
-    async def _trigger_loop(self) -> None:
-        """Take requests for our jobs and run them here: when woken, else every
-        :meth:`_trigger_poll_interval`."""
-        while True:
-            await wait_event(self._trigger_wake, self._trigger_poll_interval())
-            self._trigger_wake.clear()
-            if self._stopping:
-                return
-            try:
-                requests = await self.backend.take_triggers(list(self._jobs))
-            except Exception as exc:
-                self._emit("error", None, error=exc)
-                continue
-            for request in requests:
-                if request.name in self._jobs:
-                    data = None if request.data is None else json.loads(request.data)
-                    self._spawn(self.run_now(request.name, data), self._runs)
-
     def _woken(self, wakeup: Wakeup) -> None:
         """A message from the backend's wake-up channel (:meth:`Backend.watch`)."""
         if wakeup.kind == "released":
@@ -673,12 +393,17 @@ class AsyncScheduler(JobRegistry):
                                        running=True, lease_expired=True, handed_over=True))
         elif wakeup.kind == "trigger":
             if wakeup.name in self._jobs:
-                self._trigger_wake.set()
+                self._inbox.wake.set()
         else:  # "up" (maybe after messages were missed) or "down": poll once now
-            self._channel_up = wakeup.kind == "up"
-            self._trigger_wake.set()
-            if self._channel_up and self._keeper is not None:
+            self._inbox.channel_up = wakeup.kind == "up"
+            self._inbox.wake.set()
+            if self._inbox.channel_up and self._keeper is not None:
                 self._keeper.poke()
+
+    @property
+    def _channel_up(self) -> bool:
+        """The backend's wake-up channel is up (triggers arrive as messages)."""
+        return self._inbox.channel_up
 
     async def history(self, name: str, count: int = 20) -> list[RunRecord]:
         """Newest-first attempts of ``name`` from all instances (connects on demand)."""
@@ -704,18 +429,6 @@ class AsyncScheduler(JobRegistry):
     def _info(self, job: Job) -> JobInfo:
         return JobInfo(job.name, job.schedule.kind, job.schedule.describe(),
                        self.next_run(job.name), dict(job.explicit))
-
-
-def _describe(error: BaseException | None) -> str | None:
-    if error is None:
-        return None
-    text = "".join(traceback.format_exception_only(type(error), error)).strip()
-    return text or type(error).__name__
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 def _log_crash(task: asyncio.Task[Any]) -> None:

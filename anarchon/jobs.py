@@ -87,7 +87,20 @@ class Job:
     @property
     def retain_runs_ms(self) -> int:
         """How long finished run rows are kept so a late claimer still sees them."""
-        return to_ms(max(self.max_late, self.catch_up) + self.jitter) + 3_600_000
+        return retention_ms(self.max_late, self.catch_up, self.jitter)
+
+
+def retention_ms(max_late: float, catch_up: float, jitter: float) -> int:
+    """The one retention rule of finished run rows (ms): a row must outlive every claim
+    of its slot that could still arrive, the latest being ``max(max_late, catch_up)``
+    plus ``jitter`` after the slot, and an hour's margin covers clock skew and paused
+    claimers. Deleting a row earlier would let a late claimer run the slot again."""
+    return to_ms(max(max_late, catch_up) + jitter) + 3_600_000
+
+
+#: the retention of a job with default options (used where the job is unknown: trackers)
+DEFAULT_RETAIN_RUNS_MS = retention_ms(_JOB_DEFAULTS["max_late"], _JOB_DEFAULTS["catch_up"],
+                                      _JOB_DEFAULTS["jitter"])
 
 
 def build_schedule(kind: str, name: str, when: Any, options: Mapping[str, Any]) -> Schedule:

@@ -28,6 +28,9 @@ class Held:
     #: the handler returned and its outcome is being written: a "lost" answer is only
     #: that write winning the race with a renewal
     finishing: bool = False
+    #: the keeper renews this run's lease at every beat; cleared when the run is dropped
+    #: (it ended, was lost, handed over or detached) while it may still be in the table
+    renewing: bool = True
 
 
 class LeaseKeeper:
@@ -37,16 +40,22 @@ class LeaseKeeper:
     when renewals failed for a whole lease (judged on the monotonic clock from the last
     successful renewal's send time: the lease may have expired, so the run must stop).
     ``on_expired(state)`` is called for a watched run whose lease expired.
+
+    ``runs`` is the table of runs executing here, owned by
+    :class:`anarchon.attempts.Attempts`; the keeper renews its entries that are
+    ``renewing`` and keeps no table of its own (default: a table of its own, for tests).
     """
 
     def __init__(self, backend: LeaseBackend, owner: str, lease: float, heartbeat: float,
                  on_lost: Callable[[Held], None], on_expired: Callable[[RunState], None],
-                 on_error: Callable[[BaseException], None]) -> None:
+                 on_error: Callable[[BaseException], None],
+                 runs: dict[RunKey, Held] | None = None) -> None:
         self.backend = backend
         self.owner = owner
         self.lease = lease
         self.heartbeat = heartbeat
-        self.held: dict[RunKey, Held] = {}
+        #: the run table (shared with the attempts that own it)
+        self.held: dict[RunKey, Held] = {} if runs is None else runs
         self.watched: set[RunKey] = set()
         self._on_lost = on_lost
         self._on_expired = on_expired
@@ -58,14 +67,24 @@ class LeaseKeeper:
         self.renewing = asyncio.Lock()
 
     def hold(self, held: Held) -> None:
+        """Renew ``held``'s lease from now on (it is put in the run table)."""
+        held.renewing = True
         self.held[held.run.key] = held
         self.watched.discard(held.run.key)
 
     def drop(self, key: RunKey) -> None:
-        self.held.pop(key, None)
+        """Renew the lease of run ``key`` no more (its entry stays until the run ends)."""
+        held = self.held.get(key)
+        if held is not None:
+            held.renewing = False
+
+    def renewed(self, key: RunKey) -> Held | None:
+        """The entry of run ``key`` if its lease is renewed here, else ``None``."""
+        held = self.held.get(key)
+        return held if held is not None and held.renewing else None
 
     def watch(self, key: RunKey) -> None:
-        if key not in self.held:
+        if self.renewed(key) is None:
             self.watched.add(key)
 
     def unwatch(self, key: RunKey) -> bool:
@@ -95,9 +114,9 @@ class LeaseKeeper:
             await self._beat()
 
     async def _beat(self) -> None:
-        if not self.held and not self.watched:
+        held = [entry for entry in self.held.values() if entry.renewing]
+        if not held and not self.watched:
             return
-        held = list(self.held.values())
         watched = list(self.watched)
         sent_at = time.monotonic()
         try:
@@ -110,14 +129,14 @@ class LeaseKeeper:
             self._on_error(exc)
             now = time.monotonic()
             for entry in held:
-                if (now >= entry.renewed_at + self.lease and entry.run.key in self.held
+                if (now >= entry.renewed_at + self.lease and entry.renewing
                         and not entry.finishing):
                     self.drop(entry.run.key)
                     self._on_lost(entry)
             return
         for entry in held:
             key = entry.run.key
-            if key not in self.held:
+            if not entry.renewing:
                 continue
             if key in result.lost:
                 self.drop(key)

@@ -8,9 +8,12 @@ heap entry each, not a task.
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 from dataclasses import dataclass
+
+from .clock import Clock, SystemClock
 
 
 @dataclass(frozen=True)
@@ -81,4 +84,45 @@ class Plan:
         heapq.heappush(self._heap, (due.at_ms, next(self._order), generation, due))
 
 
-__all__ = ["Due", "Plan"]
+class Alarm:
+    """The planner's sleep: for some seconds on the clock, or until :meth:`wake` (a job
+    was planned earlier than the planner's wake-up)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self._woken: asyncio.Future[None] | None = None
+
+    def wake(self) -> None:
+        """End the current sleep now (nothing happens if nobody sleeps)."""
+        if self._woken is not None:
+            _resolve(self._woken)
+
+    async def sleep(self, seconds: float | None) -> None:
+        """Sleep ``seconds`` on the clock (``None``: until woken), or until woken."""
+        loop = asyncio.get_running_loop()
+        woken = self._woken = loop.create_future()
+        try:
+            if seconds is None:
+                await woken
+            elif isinstance(self.clock, SystemClock):  # one timer, no extra task
+                timer = loop.call_later(seconds, _resolve, woken)
+                try:
+                    await woken
+                finally:
+                    timer.cancel()
+            else:
+                sleeper = asyncio.ensure_future(self.clock.sleep(seconds))
+                try:
+                    await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    sleeper.cancel()
+        finally:
+            self._woken = None
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+__all__ = ["Alarm", "Due", "Plan"]

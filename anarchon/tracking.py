@@ -14,13 +14,13 @@ import asyncio
 import contextlib
 from typing import Any
 
-from .backends.base import Backend, Finish, HeldRun, LeaseBackend
+from .backends.base import Backend, HeldRun, LeaseBackend
 from .context import RunToken
 from .durations import DurationLike, parse_duration, to_ms
+from .finishing import build_finish
 from .history import RunStatus
+from .jobs import DEFAULT_RETAIN_RUNS_MS
 from .portal import Portal
-
-_RETAIN_RUNS_MS = 86_400_000
 
 
 class AsyncTracker:
@@ -28,6 +28,9 @@ class AsyncTracker:
 
     ``lease``/``heartbeat`` apply while a worker executes a run (they should match the
     schedulers'); ``history_size``/``history_ttl`` bound the job's history on finish.
+    The finished run row is kept as :func:`anarchon.jobs.retention_ms` rules for a job
+    with the default ``max_late``, ``catch_up`` and ``jitter`` (a worker does not know
+    the job's own values; the rule's hour of margin covers ordinary ones).
     """
 
     def __init__(self, backend: Backend, *, lease: DurationLike = 30,
@@ -110,10 +113,9 @@ class AsyncTracker:
         keep = self.history_size if history_size is None else history_size
         ttl_s = (self.history_ttl if history_ttl is None
                  else parse_duration(history_ttl, option="history_ttl"))
-        ttl = to_ms(ttl_s) if ttl_s is not None else None
-        return await self.backend.finish(Finish(
+        return await self.backend.finish(build_finish(
             token.name, token.slot, token.owner, token.attempt, status, error,
-            keep, ttl, _RETAIN_RUNS_MS,
+            history_size=keep, history_ttl=ttl_s, retain_runs_ms=DEFAULT_RETAIN_RUNS_MS,
         ))
 
     async def close(self) -> None:

@@ -1,0 +1,113 @@
+"""Claims: asking the store who runs a slot, and acting on its answer.
+
+Scheduled claims come from the engine's planner (one batched call for the slots due
+together where the backend allows it); catch-up claims come at start, takeover claims
+when a watched run's lease expired or its owner handed it over. A claim whose answer
+was lost is confirmed before anything runs. A won claim goes to
+:meth:`anarchon.attempts.Attempts.execute`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from .backends.base import ClaimReason, ClaimRequest, LeaseBackend, RunKey
+from .durations import to_ms
+from .jobs import Job
+
+if TYPE_CHECKING:
+    from .engine import AsyncScheduler
+
+logger = logging.getLogger("anarchon")
+
+
+class Claims:
+    """The claims of one scheduler."""
+
+    def __init__(self, host: AsyncScheduler) -> None:
+        self.host = host
+
+    async def recover(self) -> None:
+        assert isinstance(self.host.backend, LeaseBackend) and self.host._keeper is not None
+        for state in await self.host.backend.unfinished(list(self.host._jobs)):
+            if state.lease_expired:
+                self.host._expired(state)
+            else:
+                self.host._keeper.watch(RunKey(state.name, state.slot))
+
+    async def catch_up(self, now: int) -> None:
+        for job in list(self.host._jobs.values()):
+            if job.catch_up <= 0:
+                continue
+            slot = job.schedule.latest_at_or_before(now, to_ms(job.catch_up))
+            if slot is not None:
+                self.host._spawn(self.claim_and_run(job, slot, "catch-up"))
+
+    def _request(self, job: Job, slot: int, reason: ClaimReason,
+                 expected_attempt: int = 0) -> ClaimRequest:
+        return ClaimRequest(
+            name=job.name, slot=slot, owner=self.host.instance_id, reason=reason,
+            lease_ms=to_ms(self.host.options.lease), max_late_ms=to_ms(job.max_late),
+            max_attempts=job.max_attempts, overlap=job.overlap,
+            catch_up_ms=to_ms(job.catch_up), expected_attempt=expected_attempt,
+        )
+
+    async def claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
+                             expected_attempt: int = 0) -> None:
+        if not self.host.running:
+            return
+        request = self._request(job, slot, reason, expected_attempt)
+        sent_at = time.monotonic()
+        try:
+            result = await self.host._calls.claim(request)
+        except Exception as exc:
+            await self._claim_unknown(job, request, exc, sent_at)
+        else:
+            self.claimed(job, request, result.outcome, result.attempt, sent_at)
+
+    async def claim_together(self, claims: list[tuple[Job, int]]) -> None:
+        """Claim slots that fell due together in as few store calls as the backend
+        allows (:meth:`Backend.claim_many`), then act on each answer."""
+        if not self.host.running:
+            return
+        requests = [self._request(job, slot, "scheduled") for job, slot in claims]
+        sent_at = time.monotonic()
+        answers = await self.host._calls.claim_all(requests)
+        for (job, _), request, answer in zip(claims, requests, answers, strict=True):
+            if isinstance(answer, Exception):
+                self.host._spawn(self._claim_unknown(job, request, answer, sent_at))
+            else:
+                self.claimed(job, request, answer.outcome, answer.attempt, sent_at)
+
+    async def _claim_unknown(self, job: Job, request: ClaimRequest, error: Exception,
+                             sent_at: float) -> None:
+        """The claim failed and may or may not have been written: run only if the store
+        shows we own it."""
+        self.host._emit("error", job.name, request.slot, error=error)
+        try:
+            attempt = await self.host.backend.confirm(request)
+        except Exception as exc:
+            self.host._emit("error", request.name, request.slot, error=exc)
+            return
+        if attempt:
+            self.claimed(job, request, "won", attempt, sent_at)
+
+    def claimed(self, job: Job, request: ClaimRequest, outcome: str, attempt: int,
+                 sent_at: float) -> None:
+        """Act on the store's answer to a claim: run it, back it up, or skip it."""
+        slot, reason = request.slot, request.reason
+        if outcome == "won":
+            self.host._attempts.execute(job, slot, attempt, reason, sent_at)
+        elif outcome == "exhausted":
+            logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
+                           job.name, slot, job.max_attempts)
+        elif outcome == "taken":
+            if self.host._keeper is not None:  # back it up (a lost takeover too: attempt 3 …)
+                self.host._keeper.watch(RunKey(job.name, slot))
+            if reason == "scheduled":
+                self.host._emit("skip", job.name, slot, reason=outcome)
+        elif (outcome == "late" and reason == "scheduled") or (
+                outcome == "overlap" and reason != "takeover"):
+            self.host._emit("skip", job.name, slot, reason=outcome)

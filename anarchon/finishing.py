@@ -1,0 +1,47 @@
+"""How a run's outcome is written: one :class:`Finish` builder for every writer.
+
+The engine (scheduled, catch-up and takeover runs), ``run_now`` (manual runs) and the
+trackers of detached runs (:mod:`anarchon.tracking`) all describe errors, convert the
+history bounds and pick the retention of finished run rows here, so the three agree.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Literal
+
+from .backends.base import Finish
+from .durations import to_ms
+from .history import RunStatus
+
+Status = Literal["success", "failure"]
+
+
+def describe(error: BaseException | None) -> str | None:
+    """The error text recorded in history: ``Type: message`` (``None``: no error)."""
+    if error is None:
+        return None
+    text = "".join(traceback.format_exception_only(type(error), error)).strip()
+    return text or type(error).__name__
+
+
+def status_of(error: BaseException | None) -> Status:
+    """``failure`` when the handler raised (or timed out), else ``success``."""
+    return "failure" if error is not None else "success"
+
+
+def history_ttl_ms(history_ttl: float | None) -> int | None:
+    """The ``history_ttl`` option (seconds) as the store wants it (ms; ``None``: none)."""
+    return to_ms(history_ttl) if history_ttl is not None else None
+
+
+def build_finish(name: str, slot: int, owner: str, attempt: int, status: RunStatus,
+                 error: str | None, *, history_size: int, history_ttl: float | None,
+                 retain_runs_ms: int) -> Finish:
+    """The fenced write that records attempt ``attempt`` of ``(name, slot)`` as ended.
+
+    ``retain_runs_ms`` comes from :func:`anarchon.jobs.retention_ms`, the one rule of
+    how long a finished run row is kept.
+    """
+    return Finish(name, slot, owner, attempt, status,
+                  error, history_size, history_ttl_ms(history_ttl), retain_runs_ms)
