@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -37,13 +36,13 @@ from ..base import (
     Wakeup,
 )
 from ..wakeups import keep_listening
+from .listen import listen_target, notifications, wake_channel
 from .values import PostgresValues
 
 try:
     import psycopg
     from psycopg import errors as pg_errors
     from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict
 
     from . import queries
     from .links import Link, Params, Query, Row, Session, make_link
@@ -451,59 +450,15 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         ``conninfo`` is a string. With a single connection passed in there is none:
         returns at once and the engine polls."""
         await self.open()
-        if self._listen_target() is None:
-            return
-        await keep_listening(f"PostgreSQL at {self.address} (table {self.table})",
-                             self._notifications, notify)
-
-    def _listen_target(self) -> tuple[str, dict[str, Any]] | None:
-        pool = getattr(self._link, "pool", None)
-        conninfo = getattr(pool, "conninfo", None)
-        if not isinstance(conninfo, str):
-            return None
-        kwargs: dict[str, Any] = dict(getattr(pool, "kwargs", None) or {})
-        kwargs["autocommit"] = True
-        kwargs.setdefault("connect_timeout", max(1, round(self.connect_timeout)))
-        given = conninfo_to_dict(conninfo)
-        # notice a dead peer without sending anything (the channel is otherwise silent)
-        for key, value in (("keepalives", 1), ("keepalives_idle", 30),
-                           ("keepalives_interval", 10), ("keepalives_count", 3)):
-            if key not in given:
-                kwargs.setdefault(key, value)
-        return conninfo, kwargs
-
-    async def _notifications(self) -> AsyncGenerator[str | bytes | None, None]:
-        target = self._listen_target()
+        target = listen_target(self._link, self.connect_timeout)
         if target is None:
             return
-        conninfo, kwargs = target
-        conn = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
-        try:
-            await conn.execute(self._q_listen)
-            yield None
-            notes = conn.notifies()
-            try:
-                async for note in notes:
-                    if note.channel == self.channel:
-                        yield note.payload
-            finally:
-                await notes.aclose()
-        finally:
-            await conn.close()
+        await keep_listening(f"PostgreSQL at {self.address} (table {self.table})",
+                             lambda: notifications(target, self._q_listen, self.channel),
+                             notify)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.address!r}, table={self.table!r})"
-
-
-def wake_channel(schema: str | None, base: str) -> str:
-    """The ``LISTEN``/``NOTIFY`` channel of a table namespace: ``[schema.]table_wake``, or
-    a digest of it when that would exceed PostgreSQL's 63-byte identifiers."""
-    plain = f"{schema}.{base}" if schema else base
-    channel = f"{plain}_wake"
-    if len(channel) > 63:
-        digest = hashlib.blake2b(plain.encode(), digest_size=12).hexdigest()
-        channel = f"anarchon_wake_{digest}"
-    return channel
 
 
 __all__ = ["PostgresBackend"]

@@ -21,7 +21,6 @@ from ...durations import DurationLike, parse_duration
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
 from ...names import check_table_name
-from ...slots import ms_to_datetime
 from ..base import (
     ClaimRequest,
     ClaimResult,
@@ -35,6 +34,7 @@ from ..base import (
     TriggerRequest,
 )
 from .schema import FORMAT_VERSION, Tables
+from .transactions import claim, end_attempt, first, prune, record
 from .values import SqliteValues
 from .wal import use_wal
 
@@ -193,7 +193,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                     f"table {t.base!r} in {self.database} exists but was not created by "
                     "anarchon (no meta table); choose another table= name"
                 )
-            row = _first(cur.execute(
+            row = first(cur.execute(
                 f"SELECT value FROM {t.meta} WHERE key='format_version'"
             ))
             if row is None or row[0] != FORMAT_VERSION or len(present) != 5:
@@ -233,98 +233,13 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         return await self._call(lambda connection: self._claim(connection, request))
 
     def _claim(self, connection: sqlite3.Connection, req: ClaimRequest) -> ClaimResult:
-        t = self._tables
         with self._write(connection) as cur:
-            now = self._now()
+            return claim(cur, self._tables, req, self._now())
 
-            def result(outcome: Any, attempt: int = 0) -> ClaimResult:
-                return ClaimResult(outcome, attempt, now)
-
-            row = _first(cur.execute(
-                f"""SELECT state, attempt, counted, handed_over, lease_until
-                    FROM {t.runs} WHERE job = ? AND slot = ?""",
-                (req.name, req.slot),
-            ))
-            if req.reason == "takeover":
-                return self._takeover(cur, req, row, now)
-            if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
-                return result("late")
-            if req.reason == "catch-up":
-                seen = _first(cur.execute(
-                    f"SELECT first_seen FROM {t.jobs} WHERE name = ?", (req.name,)
-                ))
-                if seen is None or seen[0] >= req.slot or req.slot <= now - req.catch_up_ms:
-                    return result("late")
-            if row is not None:
-                return result("taken")
-            expired = cur.execute(
-                f"""UPDATE {t.runs} SET state = 'interrupted'
-                    WHERE job = ? AND slot <> ? AND state = 'running' AND lease_until <= ?
-                    RETURNING slot, attempt""",
-                (req.name, req.slot, now),
-            ).fetchall()
-            for slot, attempt in expired:
-                self._end_attempt(cur, req.name, slot, attempt, "interrupted", None, now)
-            if req.overlap == "skip" and _first(cur.execute(
-                f"SELECT 1 FROM {t.runs} WHERE job = ? AND slot <> ? AND state = 'running'",
-                (req.name, req.slot),
-            )):
-                cur.execute(
-                    f"""INSERT INTO {t.runs} VALUES (?, ?, 'skipped', ?, 0, 0, 0, 0)""",
-                    (req.name, req.slot, req.owner),
-                )
-                return result("overlap")
-            cur.execute(
-                f"INSERT INTO {t.runs} VALUES (?, ?, 'running', ?, 1, 1, 0, ?)",
-                (req.name, req.slot, req.owner, now + req.lease_ms),
-            )
-            self._start_attempt(cur, req, 1, now)
-            return result("won", 1)
-
-    def _takeover(self, cur: sqlite3.Cursor, req: ClaimRequest, row: Any, now: int) -> ClaimResult:
-        t = self._tables
-        if row is None:
-            return ClaimResult("taken", 0, now)
-        state, attempt, counted, handed_over, lease_until = row
-        if state != "running" or attempt != req.expected_attempt or lease_until > now:
-            return ClaimResult("taken", 0, now)
-        self._end_attempt(cur, req.name, req.slot, attempt, "interrupted", None, now)
-        if not handed_over and counted >= req.max_attempts:
-            cur.execute(
-                f"UPDATE {t.runs} SET state = 'interrupted' WHERE job = ? AND slot = ?",
-                (req.name, req.slot),
-            )
-            return ClaimResult("exhausted", 0, now)
-        cur.execute(
-            f"""UPDATE {t.runs} SET owner = ?, attempt = attempt + 1,
-                    counted = counted + ?, handed_over = 0, lease_until = ?
-                WHERE job = ? AND slot = ?""",
-            (req.owner, 0 if handed_over else 1, now + req.lease_ms, req.name, req.slot),
-        )
-        self._start_attempt(cur, req, attempt + 1, now)
-        return ClaimResult("won", attempt + 1, now)
-
-    def _start_attempt(self, cur: sqlite3.Cursor, req: ClaimRequest, attempt: int,
-                       now: int) -> None:
-        cur.execute(
-            f"""INSERT INTO {self._tables.attempts}
-                (job, slot, attempt, instance, manual, reason, status, started_at)
-                VALUES (?, ?, ?, ?, 0, ?, 'running', ?)""",
-            (req.name, req.slot, attempt, req.owner, req.reason, now),
-        )
-
-    def _end_attempt(self, cur: sqlite3.Cursor, name: str, slot: int, attempt: int,
-                     status: str, error: str | None, now: int) -> None:
-        cur.execute(
-            f"""UPDATE {self._tables.attempts} SET status = ?, error = ?, finished_at = ?
-                WHERE job = ? AND slot = ? AND attempt = ? AND manual = 0
-                  AND status = 'running'""",
-            (status, error, now, name, slot, attempt),
-        )
 
     async def confirm(self, request: ClaimRequest) -> int:
         def run(connection: sqlite3.Connection) -> int:
-            row = _first(connection.execute(
+            row = first(connection.execute(
                 f"SELECT owner, attempt, state FROM {self._tables.runs} "
                 "WHERE job = ? AND slot = ?",
                 (request.name, request.slot),
@@ -345,7 +260,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                 now = self._now()
                 lost = set()
                 for run_ in held:
-                    renewed = _first(cur.execute(
+                    renewed = first(cur.execute(
                         f"""UPDATE {t.runs} SET lease_until = ?
                             WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
                               AND state = 'running' RETURNING 1""",
@@ -362,7 +277,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         return await self._call(run)
 
     def _read_state(self, cur: sqlite3.Cursor, name: str, slot: int, now: int) -> RunState | None:
-        row = _first(cur.execute(
+        row = first(cur.execute(
             f"""SELECT owner, attempt, state, lease_until, handed_over FROM {self._tables.runs}
                 WHERE job = ? AND slot = ?""",
             (name, slot),
@@ -377,7 +292,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         def do(connection: sqlite3.Connection) -> bool:
             with self._write(connection) as cur:
                 now = self._now()
-                released = _first(cur.execute(
+                released = first(cur.execute(
                     f"""UPDATE {self._tables.runs} SET lease_until = ?, handed_over = 1
                         WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
                           AND state = 'running' RETURNING 1""",
@@ -385,7 +300,8 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                 ))
                 if released is None:
                     return False
-                self._end_attempt(cur, run.name, run.slot, run.attempt, "interrupted", None, now)
+                end_attempt(cur, self._tables, run.name, run.slot, run.attempt, "interrupted",
+                            None, now)
                 return True
 
         return await self._call(do)
@@ -395,7 +311,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         def do(connection: sqlite3.Connection) -> bool:
             t = self._tables
             with self._write(connection) as cur:
-                noted = _first(cur.execute(
+                noted = first(cur.execute(
                     f"""UPDATE {t.attempts} SET error = ?
                         WHERE job = ? AND slot = ? AND attempt = ? AND manual = 0
                           AND status = 'running'
@@ -434,7 +350,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
             t = self._tables
             with self._write(connection) as cur:
                 now = self._now()
-                done = _first(cur.execute(
+                done = first(cur.execute(
                     f"""UPDATE {t.runs} SET state = 'done'
                         WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
                           AND state = 'running' RETURNING 1""",
@@ -442,9 +358,9 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                 ))
                 if done is None:
                     return False
-                self._end_attempt(cur, finish.name, finish.slot, finish.attempt,
-                                  finish.status, finish.error, now)
-                self._prune(cur, finish.name, finish.history_size, finish.history_ttl_ms, now)
+                end_attempt(cur, t, finish.name, finish.slot, finish.attempt, finish.status,
+                            finish.error, now)
+                prune(cur, t, finish.name, finish.history_size, finish.history_ttl_ms, now)
                 cur.execute(
                     f"""DELETE FROM {t.runs}
                         WHERE job = ? AND state <> 'running' AND slot < ?""",
@@ -453,22 +369,6 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                 return True
 
         return await self._call(run)
-
-    def _prune(self, cur: sqlite3.Cursor, name: str, size: int, ttl_ms: int | None,
-               now: int) -> None:
-        t = self._tables
-        cur.execute(
-            f"""DELETE FROM {t.attempts} WHERE id IN (
-                    SELECT id FROM {t.attempts} WHERE job = ? AND status <> 'running'
-                    ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)""",
-            (name, size),
-        )
-        if ttl_ms is not None:
-            cur.execute(
-                f"""DELETE FROM {t.attempts}
-                    WHERE job = ? AND status <> 'running' AND started_at < ?""",
-                (name, now - ttl_ms),
-            )
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         def run(connection: sqlite3.Connection) -> str:
@@ -489,13 +389,13 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         def run(connection: sqlite3.Connection) -> None:
             with self._write(connection) as cur:
                 now = self._now()
-                row = _first(cur.execute(
+                row = first(cur.execute(
                     f"""UPDATE {self._tables.attempts} SET status = ?, error = ?, finished_at = ?
                         WHERE id = ? RETURNING job""",
                     (status, error, now, int(token)),
                 ))
                 if row is not None:
-                    self._prune(cur, row[0], history_size, history_ttl_ms, now)
+                    prune(cur, self._tables, row[0], history_size, history_ttl_ms, now)
 
         await self._call(run)
 
@@ -508,7 +408,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                     ORDER BY started_at DESC, id DESC LIMIT ?""",
                 (name, count),
             ).fetchall()
-            return [_record(row) for row in rows]
+            return [record(row) for row in rows]
 
         return await self._call(run)
 
@@ -527,7 +427,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
         def run(connection: sqlite3.Connection) -> list[TriggerRequest]:
             t = self._tables
-            if _first(connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1")) is None:
+            if first(connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1")) is None:
                 return []  # the common case: a read, no write lock
             with self._write(connection) as cur:
                 rows = cur.execute(
@@ -563,13 +463,6 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         return await self._call(run)
 
 
-def _first(cursor: Any) -> Any:
-    """The first row or ``None``, reading the cursor to its end: libSQL refuses to COMMIT
-    while a statement still has rows to give."""
-    rows = cursor.fetchall()
-    return rows[0] if rows else None
-
-
 def _is_libsql(value: object) -> bool:
     """A libSQL (libsql-python) connection or error; its API follows ``sqlite3``."""
     try:
@@ -577,21 +470,3 @@ def _is_libsql(value: object) -> bool:
     except ImportError:
         return False
     return isinstance(value, (libsql.Connection, libsql.Error))
-
-
-def _record(row: Sequence[Any]) -> RunRecord:
-    job, slot, instance, manual, attempt, reason, status, started, finished, error = row
-    return RunRecord(
-        name=job,
-        slot=slot,
-        scheduled_at=ms_to_datetime(slot),
-        instance_id=instance,
-        manual=bool(manual),
-        attempt=attempt,
-        reason=reason,
-        status=status,
-        started_at=ms_to_datetime(started),
-        finished_at=ms_to_datetime(finished) if finished is not None else None,
-        duration=(finished - started) / 1000 if finished is not None else None,
-        error=error,
-    )
