@@ -27,13 +27,12 @@ import logging
 import secrets
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import Any, ClassVar, Literal, overload
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from typing import Any, ClassVar, Literal
 
-from ...durations import parse_duration
 from ...errors import StoreError
 from ...history import RunRecord, RunStatus
 from ..base import (
+    Backend,
     ClaimRequest,
     ClaimResult,
     Finish,
@@ -48,27 +47,33 @@ from ..base import (
 )
 from ..wakeups import keep_listening, released_payload, trigger_payload
 from .connection import Kind, RedisStore, check_driver, read_history, text
+from .records import (
+    finish_args,
+    finish_record,
+    known_jobs,
+    register_jobs,
+    run_state,
+    start_manual_record,
+)
+from .strategies import comparison_backend
+from .urls import split_url
 from .values import RedisValues
 
 Strategy = Literal["lease", "stream-id", "script", "idmp"]
 STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
 logger = logging.getLogger("anarchon")
-_URL_OPTIONS = {"prefix", "strategy", "cluster", "window", "duration", "max_size"}
-#: query parameters redis-py / valkey-py read from a URL (plus any ``ssl_*``)
-_DRIVER_URL_OPTIONS = {"db", "health_check_interval", "legacy_responses", "max_connections",
-                       "protocol", "retry_on_timeout", "socket_connect_timeout",
-                       "socket_keepalive", "socket_read_size", "socket_timeout", "timeout",
-                       "client_name", "decode_responses", "encoding", "username", "password"}
 
 
 class RedisBackend(RedisValues, LeaseBackend):
-    """Redis (5+) as the store. ``strategy="lease"`` (default) holds leases.
+    """Redis (5+) as the store, holding leases (``strategy="lease"``, the only one).
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
     client (asyncio or sync; never closed by anarchon). ``prefix`` namespaces every key.
     The claim-only comparison strategies ``"stream-id"``, ``"script"`` (option
-    ``window``) and ``"idmp"`` (Redis 8.6+, options ``duration``, ``max_size``) build a
-    :class:`~anarchon.backends.base.ClaimBackend` instead.
+    ``window``) and ``"idmp"`` (Redis 8.6+, options ``duration``, ``max_size``) are
+    :class:`~anarchon.backends.base.ClaimBackend` s built by
+    :func:`~anarchon.backends.redis.strategies.comparison_backend` (or ``from_url`` with
+    ``?strategy=``); passing such a ``strategy`` here raises ``TypeError``.
     """
 
     kind: ClassVar[Kind] = "redis"
@@ -76,40 +81,37 @@ class RedisBackend(RedisValues, LeaseBackend):
     supports_claim_batches = True
     supports_values = True
 
-    @overload
-    def __new__(cls, redis: object = ..., *, strategy: Literal["lease"] = ...,
-                prefix: str = ..., cluster: bool | None = ...) -> RedisBackend: ...
-    @overload
-    def __new__(cls, redis: object = ..., *, strategy: str,
-                prefix: str = ..., cluster: bool | None = ..., **options: Any) -> Any: ...
-
-    def __new__(cls, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
-                prefix: str = "cron:", cluster: bool | None = None,
-                **options: Any) -> Any:
-        if strategy == "lease":
-            if options:
-                raise TypeError(f"unknown option(s) {', '.join(sorted(options))} for "
-                                f"{cls.__name__}(strategy='lease')")
-            return super().__new__(cls)
-        from .strategies import claim_backend
-
-        return claim_backend(cls.kind, redis, strategy, prefix=prefix, cluster=cluster,
-                             **options)
-
     def __init__(self, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
                  prefix: str = "cron:", cluster: bool | None = None,
                  **options: Any) -> None:
+        if strategy != "lease":
+            # check the comparison's options first: bad input gets the precise error
+            comparison_backend(strategy, redis, kind=self.kind, prefix=prefix,
+                               cluster=cluster, **options)
+            raise TypeError(
+                f"{type(self).__name__} is the lease backend; build the claim-only "
+                f"comparison strategy {strategy!r} with anarchon.backends.redis."
+                f"comparison_backend({strategy!r}, ..., kind={self.kind!r}) or from_url("
+                f"'{self.kind}://…?strategy={strategy}')")
+        if options:
+            raise TypeError(f"unknown option(s) {', '.join(sorted(options))} for "
+                            f"{type(self).__name__}(strategy='lease')")
         check_driver(self.kind, redis)
         self.store = RedisStore(self.kind, redis, prefix, cluster)
         self.name = f"{self.kind}:lease"
         self._first_seen: dict[str, int] = {}
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> Any:
+    def from_url(cls, url: str, **options: Any) -> Backend:
         """Build from ``redis://host:port/db?prefix=cron:&strategy=lease`` (keyword
-        options override query parameters)."""
+        options override query parameters). A ``strategy`` other than ``lease`` builds
+        the claim-only comparison backend (:func:`comparison_backend`)."""
         client_url, query = split_url(url)
-        return cls(client_url, **{**query, **options})
+        merged = {**query, **options}
+        strategy = merged.pop("strategy", "lease")
+        if strategy != "lease":
+            return comparison_backend(strategy, client_url, kind=cls.kind, **merged)
+        return cls(client_url, **merged)
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name} {self.store.where} "
@@ -253,7 +255,7 @@ class RedisBackend(RedisValues, LeaseBackend):
             args += [index[key.name], key.slot]
         now, lost_positions, raw_states = await self.store.script("heartbeat", keys, args)
         lost = {held[int(p) - 1].key for p in lost_positions}
-        states = [_state(key.name, key.slot, raw, int(now))
+        states = [run_state(key.name, key.slot, raw, int(now))
                   for key, raw in zip(watched, raw_states, strict=True)]
         return lost, states
 
@@ -275,7 +277,7 @@ class RedisBackend(RedisValues, LeaseBackend):
     async def finish(self, finish: Finish) -> bool:
         """Record the outcome if ``(owner, attempt)`` still holds the run."""
         done = await self.store.script("finish", self._run_keys(finish.name),
-                                       _finish_args(finish))
+                                       finish_args(finish))
         return bool(int(done))
 
     async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
@@ -289,7 +291,7 @@ class RedisBackend(RedisValues, LeaseBackend):
         args: list[str] = []
         for finish in finishes:
             keys += self._run_keys(finish.name)
-            args += [str(a) for a in _finish_args(finish)]
+            args += [str(a) for a in finish_args(finish)]
         done = await self.store.script("finish_many", keys, [
             len(finishes), json.dumps(args, ensure_ascii=False)])
         return [bool(int(d)) for d in done]
@@ -310,7 +312,7 @@ class RedisBackend(RedisValues, LeaseBackend):
         now, rows = await self.store.script("read", keys, ["unfinished"])
         states = []
         for job_index, slot, raw in rows:
-            state = _state(names[int(job_index) - 1], int(text(slot)), raw, int(now))
+            state = run_state(names[int(job_index) - 1], int(text(slot)), raw, int(now))
             if state.running:
                 states.append(state)
         return states
@@ -388,110 +390,7 @@ class ValkeyBackend(RedisBackend):
 
     kind: ClassVar[Kind] = "valkey"
 
-    @overload
-    def __new__(cls, valkey: object = ..., *, strategy: Literal["lease"] = ...,
-                prefix: str = ..., cluster: bool | None = ...) -> ValkeyBackend: ...
-    @overload
-    def __new__(cls, valkey: object = ..., *, strategy: str,
-                prefix: str = ..., cluster: bool | None = ..., **options: Any) -> Any: ...
-
-    def __new__(cls, valkey: object = "redis://localhost:6379", *, strategy: str = "lease",
-                prefix: str = "cron:", cluster: bool | None = None,
-                **options: Any) -> Any:
-        return super().__new__(cls, valkey, strategy=strategy, prefix=prefix,
-                               cluster=cluster, **options)
-
     def __init__(self, valkey: object = "redis://localhost:6379", *,
                  strategy: str = "lease", prefix: str = "cron:",
                  cluster: bool | None = None, **options: Any) -> None:
-        super().__init__(valkey, strategy=strategy, prefix=prefix, cluster=cluster)
-
-
-async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str, int]:
-    """One script call; returns each job's first-seen time (server ms)."""
-    if not jobs:
-        return {}
-    args: list[object] = []
-    for job in jobs:
-        args += [job.name, job.kind, job.schedule]
-    first = await store.script("register", [store.jobs_key], args)
-    return {job.name: int(seen) for job, seen in zip(jobs, first, strict=True)}
-
-
-async def known_jobs(store: RedisStore) -> list[JobSpec]:
-    raw = await store.command("HGETALL", store.jobs_key)
-    items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
-    jobs = []
-    for name, value in items:
-        data = json.loads(text(value))
-        jobs.append(JobSpec(text(name), str(data.get("kind", "")),
-                            str(data.get("schedule", ""))))
-    return sorted(jobs, key=lambda j: j.name)
-
-
-def _finish_args(finish: Finish) -> list[object]:
-    """The 9 script arguments of one finish (see finish_lib.lua)."""
-    ttl = -1 if finish.history_ttl_ms is None else finish.history_ttl_ms
-    return [finish.slot, finish.owner, finish.attempt, finish.status,
-            0 if finish.error is None else 1, finish.error or "",
-            finish.history_size, ttl, finish.retain_runs_ms]
-
-
-def _state(name: str, slot: int, raw: Any, now: int) -> RunState:
-    if not raw:
-        return RunState(name, slot, "", 0, running=False, lease_expired=True,
-                        handed_over=False)
-    data = json.loads(text(raw))
-    return RunState(name=name, slot=slot, owner=str(data.get("o", "")),
-                    attempt=int(data.get("a", 0)), running=data.get("s") == "running",
-                    lease_expired=int(data.get("l", 0)) <= now,
-                    handed_over=int(data.get("h", 0)) == 1)
-
-
-async def start_manual_record(store: RedisStore, name: str, owner: str,
-                              started_ms: int) -> str:
-    """Record a manual run as running; the token names its history field."""
-    field = f"m:{started_ms}:{secrets.token_hex(4)}"
-    k = store.keys(name)
-    await store.script("manual", [k.att, k.hist], ["start", field, owner, started_ms, 1,
-                                                   "manual"])
-    return json.dumps([name, field])
-
-
-async def finish_record(store: RedisStore, name: str, field: str, owner: str,
-                        status: RunStatus, error: str | None, history_size: int,
-                        history_ttl_ms: int | None) -> bool:
-    """End one attempt record (fenced by ``owner`` unless empty) and trim the history."""
-    k = store.keys(name)
-    done = await store.script("manual", [k.att, k.hist], [
-        "finish", field, owner, status, 0 if error is None else 1, error or "",
-        history_size, -1 if history_ttl_ms is None else history_ttl_ms])
-    return bool(int(done))
-
-
-def split_url(url: str) -> tuple[str, dict[str, Any]]:
-    """Separate anarchon's options (prefix, strategy, cluster, window …) from a URL."""
-    parts = urlsplit(url)
-    keep, options = [], {}
-    for key, value in parse_qsl(parts.query, keep_blank_values=True):
-        if key in _URL_OPTIONS:
-            options[key] = _url_value(key, value)
-        elif key in _DRIVER_URL_OPTIONS or key.startswith("ssl_"):
-            keep.append((key, value))
-        else:
-            raise ValueError(f"unknown option {key!r} in Redis URL {parts.scheme}://"
-                             f"{parts.hostname}…; anarchon's: {sorted(_URL_OPTIONS)}, the "
-                             f"driver's: {sorted(_DRIVER_URL_OPTIONS)}")
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(keep),
-                       parts.fragment)), options
-
-
-def _url_value(key: str, value: str) -> object:
-    if key == "cluster":
-        return value.lower() in ("1", "true", "yes", "on")
-    if key in ("window", "duration"):
-        return parse_duration(value, option=key)
-    if key == "max_size":
-        return int(value)
-    return value
-
+        super().__init__(valkey, strategy=strategy, prefix=prefix, cluster=cluster, **options)

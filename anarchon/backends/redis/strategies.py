@@ -27,7 +27,7 @@ from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from .connection import Kind, RedisStore, check_driver, read_history, text
-from .lease import finish_record, known_jobs, register_jobs, start_manual_record
+from .records import finish_record, known_jobs, register_jobs, start_manual_record
 
 _STREAM_MAXLEN = "1000"
 
@@ -232,8 +232,13 @@ _CLASSES: dict[str, type[RedisClaimBackend]] = {
 }
 
 
-def claim_backend(kind: Kind, client: object, strategy: str, **options: Any) -> ClaimBackend:
-    """Build the claim-only backend for ``strategy``; unknown options raise TypeError."""
+def comparison_backend(strategy: str, client: object = "redis://localhost:6379", *,
+                       kind: Kind = "redis", **options: Any) -> RedisClaimBackend:
+    """Build the claim-only comparison backend for ``strategy`` (``"stream-id"``,
+    ``"script"`` or ``"idmp"``) on ``client`` (a URL, connection kwargs or your client);
+    ``kind="valkey"`` for Valkey. Options: ``prefix``, ``cluster``, ``window``
+    (``script``), ``duration`` and ``max_size`` (``idmp``); unknown ones raise
+    ``TypeError``, an unknown strategy ``ValueError``."""
     cls = _CLASSES.get(strategy)
     if cls is None:
         raise ValueError(f"unknown {kind} strategy {strategy!r}; use one of: lease, "
@@ -266,3 +271,8 @@ def _owner(entry: Any) -> str | None:
 
 __all__ = ["IdmpBackend", "RedisClaimBackend", "ScriptBackend", "StoreError",
            "StreamIdBackend", "claim_backend"]
+
+
+def claim_backend(kind: Kind, client: object, strategy: str, **options: Any) -> ClaimBackend:
+    """The former name of :func:`comparison_backend` (kept for this release)."""
+    return comparison_backend(strategy, client, kind=kind, **options)

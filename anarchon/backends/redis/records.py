@@ -1,0 +1,76 @@
+"""Record helpers shared by the lease strategy and the claim-only comparisons: the job
+registry hash, manual and attempt records, and the arguments and replies of scripts."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+from ...history import RunStatus
+from ..base import Finish, JobSpec, RunState
+from .connection import RedisStore, text
+
+
+async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str, int]:
+    """One script call; returns each job's first-seen time (server ms)."""
+    if not jobs:
+        return {}
+    args: list[object] = []
+    for job in jobs:
+        args += [job.name, job.kind, job.schedule]
+    first = await store.script("register", [store.jobs_key], args)
+    return {job.name: int(seen) for job, seen in zip(jobs, first, strict=True)}
+
+
+async def known_jobs(store: RedisStore) -> list[JobSpec]:
+    raw = await store.command("HGETALL", store.jobs_key)
+    items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
+    jobs = []
+    for name, value in items:
+        data = json.loads(text(value))
+        jobs.append(JobSpec(text(name), str(data.get("kind", "")),
+                            str(data.get("schedule", ""))))
+    return sorted(jobs, key=lambda j: j.name)
+
+
+def finish_args(finish: Finish) -> list[object]:
+    """The 9 script arguments of one finish (see finish_lib.lua)."""
+    ttl = -1 if finish.history_ttl_ms is None else finish.history_ttl_ms
+    return [finish.slot, finish.owner, finish.attempt, finish.status,
+            0 if finish.error is None else 1, finish.error or "",
+            finish.history_size, ttl, finish.retain_runs_ms]
+
+
+def run_state(name: str, slot: int, raw: Any, now: int) -> RunState:
+    """The state of run ``(name, slot)`` from its ``runs`` hash entry (``None``: no run)."""
+    if not raw:
+        return RunState(name, slot, "", 0, running=False, lease_expired=True,
+                        handed_over=False)
+    data = json.loads(text(raw))
+    return RunState(name=name, slot=slot, owner=str(data.get("o", "")),
+                    attempt=int(data.get("a", 0)), running=data.get("s") == "running",
+                    lease_expired=int(data.get("l", 0)) <= now,
+                    handed_over=int(data.get("h", 0)) == 1)
+
+
+async def start_manual_record(store: RedisStore, name: str, owner: str,
+                              started_ms: int) -> str:
+    """Record a manual run as running; the token names its history field."""
+    field = f"m:{started_ms}:{secrets.token_hex(4)}"
+    k = store.keys(name)
+    await store.script("manual", [k.att, k.hist], ["start", field, owner, started_ms, 1,
+                                                   "manual"])
+    return json.dumps([name, field])
+
+
+async def finish_record(store: RedisStore, name: str, field: str, owner: str,
+                        status: RunStatus, error: str | None, history_size: int,
+                        history_ttl_ms: int | None) -> bool:
+    """End one attempt record (fenced by ``owner`` unless empty) and trim the history."""
+    k = store.keys(name)
+    done = await store.script("manual", [k.att, k.hist], [
+        "finish", field, owner, status, 0 if error is None else 1, error or "",
+        history_size, -1 if history_ttl_ms is None else history_ttl_ms])
+    return bool(int(done))
