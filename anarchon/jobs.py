@@ -5,8 +5,9 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from .backends.base import LEASE_ONLY_OPTIONS as LEASE_ONLY_OPTIONS
 from .durations import parse_duration, to_ms
 from .slots import AtSchedule, CronSchedule, EverySchedule, Schedule, load_timezone, parse_at
 
@@ -14,8 +15,11 @@ Handler = Callable[..., Any]
 NO_DATA: Any = object()  # a level that gave no ``data``
 Overlap = Literal["skip", "allow"]
 
-#: options a claim-only backend cannot honour (they need a lease)
-LEASE_ONLY_OPTIONS = ("lease", "heartbeat", "overlap", "max_attempts", "catch_up")
+if TYPE_CHECKING:
+    from .backends.base import Backend
+
+#: the options of each schedule kind beyond the common ones (``at`` takes no ``overlap``)
+KIND_ONLY_OPTIONS: dict[str, str] = {"offset": "every", "timezone": "cron"}
 
 _JOB_DEFAULTS: dict[str, Any] = {
     "jitter": 2.0,
@@ -45,15 +49,15 @@ class SchedulerOptions:
 
     @classmethod
     def build(cls, options: Mapping[str, Any]) -> SchedulerOptions:
+        """Check and convert scheduler options (no backend: see
+        :func:`resolve_scheduler_options`)."""
         unknown = set(options) - SCHEDULER_OPTIONS
         if unknown:
             raise TypeError(f"unknown scheduler option(s) {sorted(unknown)}; "
                             f"known options: {sorted(SCHEDULER_OPTIONS)}")
         lease = _positive(options.get("lease", 30.0), "lease", None)
         heartbeat = _positive(options.get("heartbeat", 5.0), "heartbeat", None)
-        if heartbeat >= lease:
-            raise ValueError(f"heartbeat ({heartbeat:g}s) must be shorter than lease "
-                             f"({lease:g}s); e.g. lease='30s', heartbeat='5s'")
+        check_heartbeat(heartbeat, lease, hint=True)
         defaults = dict(_JOB_DEFAULTS)
         job_level = {k: v for k, v in options.items() if k in JOB_OPTIONS}
         defaults.update(_convert(job_level, job=None, kind=None))
@@ -103,6 +107,56 @@ DEFAULT_RETAIN_RUNS_MS = retention_ms(_JOB_DEFAULTS["max_late"], _JOB_DEFAULTS["
                                       _JOB_DEFAULTS["jitter"])
 
 
+def check_heartbeat(heartbeat: float, lease: float, *, hint: bool = False) -> None:
+    """The rule ``heartbeat < lease`` (seconds): a lease must survive one late beat."""
+    if heartbeat >= lease:
+        example = "; e.g. lease='30s', heartbeat='5s'" if hint else ""
+        raise ValueError(f"heartbeat ({heartbeat:g}s) must be shorter than lease "
+                         f"({lease:g}s){example}")
+
+
+def resolve_scheduler_options(options: Mapping[str, Any],
+                              backend: Backend | None = None) -> SchedulerOptions:
+    """Check scheduler-wide ``options`` (and the defaults they set for every job) against
+    the options ``backend`` refuses (:meth:`Backend.refused_options`), then convert them.
+    """
+    refused = backend.refused_options() if backend is not None else {}
+    for option in options:
+        if option in refused:
+            raise TypeError(f"option {option!r} {refused[option]}")
+    return SchedulerOptions.build(options)
+
+
+def resolve_job(kind: str, name: str, when: Any, options: Mapping[str, Any], *,
+                handler: Handler | None = None, scheduler: SchedulerOptions | None = None,
+                backend: Backend | None = None) -> Job:
+    """The one check of a job, used by every layer: the scheduler, the module-level
+    decorators, Django declarations and system checks, Dramatiq actor marks.
+
+    Checks ``options`` for a ``kind`` job (which options apply to which kind, their
+    types and values), the options ``backend`` refuses and its own limits
+    (:meth:`Backend.check_job`), and resolves them against ``scheduler``'s defaults.
+    Without a ``backend`` (checked before one is configured) every option a lease
+    backend takes is accepted; without ``scheduler`` the built-in defaults apply.
+    Raises ``TypeError``/``ValueError`` naming the job and what was wrong.
+    """
+    job = build_job(kind, name, when, _noop if handler is None else handler, options,
+                    scheduler or SchedulerOptions.build({}),
+                    refused=backend.refused_options() if backend is not None else {})
+    if backend is not None:
+        backend.check_job(name, job.jitter, job.max_late)
+    return job
+
+
+def applies(option: str, kind: str) -> bool:
+    """Whether a ``kind`` job takes ``option`` (``offset``: every; ``timezone``: cron;
+    ``overlap``: not at, which runs once)."""
+    only = KIND_ONLY_OPTIONS.get(option)
+    if only is not None:
+        return only == kind
+    return not (option == "overlap" and kind == "at")
+
+
 def build_schedule(kind: str, name: str, when: Any, options: Mapping[str, Any]) -> Schedule:
     """The schedule of a new job; ``options`` are already converted."""
     if kind == "every":
@@ -138,27 +192,27 @@ def build_job(
     options: Mapping[str, Any],
     scheduler: SchedulerOptions,
     *,
-    supports_leases: bool,
-    backend_name: str,
+    refused: Mapping[str, str] | None = None,
 ) -> Job:
-    """Check ``options`` for a ``kind`` job and resolve them against scheduler defaults."""
+    """Check ``options`` for a ``kind`` job and resolve them against scheduler defaults;
+    ``refused`` maps the options the backend refuses to why. Layers call
+    :func:`resolve_job`, which also applies the backend's own checks."""
+    refused = refused or {}
     if not callable(handler):
         raise TypeError(f"job {name!r}: handler must be callable, got {handler!r}")
     unknown = set(options) - JOB_OPTIONS
     if unknown:
         raise TypeError(f"job {name!r}: unknown option(s) {sorted(unknown)}; "
                         f"known options: {sorted(JOB_OPTIONS)}")
-    if kind == "at" and "overlap" in options:
-        raise TypeError(f"job {name!r}: at() runs once and takes no 'overlap' option")
-    if kind != "every" and "offset" in options:
-        raise TypeError(f"job {name!r}: 'offset' only applies to every() jobs")
-    if kind != "cron" and "timezone" in options:
-        raise TypeError(f"job {name!r}: 'timezone' only applies to cron() jobs")
-    if not supports_leases:
-        for option in LEASE_ONLY_OPTIONS:
-            if option in options:
-                raise TypeError(f"job {name!r}: option {option!r} needs a lease backend; "
-                                f"backend {backend_name} only picks one winner per slot")
+    for option in options:
+        if not applies(option, kind):
+            if option == "overlap":
+                raise TypeError(f"job {name!r}: at() runs once and takes no 'overlap' option")
+            raise TypeError(f"job {name!r}: {option!r} only applies to "
+                            f"{KIND_ONLY_OPTIONS[option]}() jobs")
+    for option in options:
+        if option in refused:
+            raise TypeError(f"job {name!r}: option {option!r} {refused[option]}")
     converted = dict(scheduler.defaults)
     converted.update(_convert(options, job=name, kind=kind))
     schedule = when if isinstance(when, Schedule) else build_schedule(kind, name, when,
@@ -172,7 +226,7 @@ def build_job(
         timeout=converted["timeout"],
         overlap="allow" if kind == "at" else converted["overlap"],
         max_attempts=converted["max_attempts"],
-        catch_up=converted["catch_up"] if supports_leases else 0.0,
+        catch_up=0.0 if "catch_up" in refused else converted["catch_up"],
         history_size=converted["history_size"],
         history_ttl=converted["history_ttl"],
         data=options.get("data", NO_DATA),
@@ -222,6 +276,10 @@ def _convert(options: Mapping[str, Any], *, job: str | None, kind: str | None) -
         else:  # data: any value; dicts merge, callables are called per run
             out[key] = value
     return out
+
+
+def _noop(ctx: Any) -> None:
+    return None
 
 
 def _positive(value: Any, option: str, job: str | None) -> float:

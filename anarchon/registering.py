@@ -12,7 +12,8 @@ from typing import Any, Protocol, TypeVar, overload
 
 from .backends.base import Backend
 from .errors import JobNotFoundError
-from .jobs import LEASE_ONLY_OPTIONS, Handler, Job, SchedulerOptions, build_job
+from .jobs import Handler, Job, applies, resolve_job, resolve_scheduler_options
+from .named import registry_target
 from .names import check_job_name
 from .slots import Schedule, ms_to_datetime
 
@@ -77,7 +78,8 @@ def _hook_init(cls: type) -> None:
                 if mark.target is not None:
                     target = _resolve_target(mark.target)
                     name = mark.name or f"{type(self).__name__}-{attr}"
-                    target._add(mark.kind, name, mark.when, getattr(self, attr), mark.options)
+                    target.add_job(mark.kind, name, mark.when, getattr(self, attr),
+                                   mark.options)
 
     cls.__init__ = __init__  # type: ignore[misc]
     cls.__anarchon_hooked__ = True  # type: ignore[attr-defined]
@@ -86,15 +88,14 @@ def _hook_init(cls: type) -> None:
 class JobSink(Protocol):
     """Anything jobs can be added to: a scheduler, or a named scheduler not configured yet."""
 
-    def _add(self, kind: str, name: str, when: Any, handler: Handler,
-             options: Mapping[str, Any]) -> None: ...
+    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
+                options: Mapping[str, Any]) -> None:
+        """Check and add one job (``kind``: every, cron or at)."""
 
 
 def _resolve_target(target: Target) -> JobSink:
     if isinstance(target, str):
-        from .registry import get_registry_target
-
-        sink: JobSink = get_registry_target(target)
+        sink: JobSink = registry_target(target)
         return sink
     if not isinstance(target, JobRegistry):
         raise TypeError(f"cannot register jobs on {target!r}")
@@ -140,14 +141,7 @@ class JobRegistry:
 
     def __init__(self, backend: Backend, options: Mapping[str, Any]) -> None:
         self.backend = backend
-        for option in options:
-            if not backend.supports_leases and option in LEASE_ONLY_OPTIONS:
-                raise TypeError(f"option {option!r} needs a lease backend; backend "
-                                f"{backend.name} only picks one winner per slot")
-            if option == "history_ttl" and not backend.supports_history_ttl:
-                raise TypeError(f"option 'history_ttl' is not supported by backend "
-                                f"{backend.name}; it keeps history by count (history_size)")
-        self.options = SchedulerOptions.build(options)
+        self.options = resolve_scheduler_options(options, backend)
         self._jobs: dict[str, Job] = {}
 
     @overload
@@ -221,26 +215,22 @@ class JobRegistry:
             check_job_name(name)
         if handler is None:
             self._check(kind, name or "<decorated>", when, options)
-            return make_decorator(kind, name, when, options, self, self._add)
+            return make_decorator(kind, name, when, options, self, self.add_job)
         if name is None:
             name = getattr(handler, "__name__", None)
             if not isinstance(name, str):
                 raise TypeError(f"{kind}() needs a job name for handler {handler!r}")
-        self._add(kind, name, when, handler, options)
+        self.add_job(kind, name, when, handler, options)
         return self
 
     def _check(self, kind: str, name: str, when: Any, options: Mapping[str, Any]) -> Job:
-        job = build_job(kind, name, when, _noop, options, self.options,
-                        supports_leases=self.backend.supports_leases,
-                        backend_name=self.backend.name)
-        if "history_ttl" in options and not self.backend.supports_history_ttl:
-            raise TypeError(f"job {name!r}: option 'history_ttl' is not supported by backend "
-                            f"{self.backend.name}; it keeps history by count (history_size)")
-        self.backend.check_job(name, job.jitter, job.max_late)
-        return job
+        return resolve_job(kind, name, when, options, scheduler=self.options,
+                           backend=self.backend)
 
-    def _add(self, kind: str, name: str, when: Any, handler: Handler,
-             options: Mapping[str, Any]) -> None:
+    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
+                options: Mapping[str, Any]) -> None:
+        """Check and add one job: the protocol every registration path ends in
+        (chainable calls, decorators, class-body marks, ``register(obj)``, frameworks)."""
         check_job_name(name)
         if name in self._jobs:
             raise ValueError(f"job {name!r} is already registered on this scheduler; job "
@@ -266,7 +256,7 @@ class JobRegistry:
         for attr, mark in method_marks(type(obj)):
             options = _with_defaults(mark, defaults)
             name = prefix + (mark.name or f"{type(obj).__name__}-{attr}")
-            self._add(mark.kind, name, mark.when, getattr(obj, attr), options)
+            self.add_job(mark.kind, name, mark.when, getattr(obj, attr), options)
             names.append(name)
         if not names:
             raise ValueError(f"{type(obj).__name__} has no methods decorated with "
@@ -335,15 +325,6 @@ def _with_defaults(mark: Mark, defaults: Mapping[str, Any]) -> dict[str, Any]:
         if key in options:
             if key == "data" and isinstance(value, dict) and isinstance(options[key], dict):
                 options[key] = {**value, **options[key]}
-        elif not _inapplicable(key, mark.kind):
+        elif applies(key, mark.kind):
             options[key] = value
     return options
-
-
-def _inapplicable(option: str, kind: str) -> bool:
-    return ((option == "timezone" and kind != "cron") or (option == "offset" and kind != "every")
-            or (option == "overlap" and kind == "at"))
-
-
-def _noop(ctx: Any) -> None:
-    return None

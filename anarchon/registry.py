@@ -6,41 +6,19 @@ A name is usable before it is configured: jobs registered on it wait until
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, overload
 
 from .backends.base import Backend
-from .jobs import Handler, SchedulerOptions, build_job
+from .jobs import Handler, resolve_job
+from .named import _lock, _pending, _schedulers
+from .named import registry_target as get_registry_target
 from .names import check_job_name
 from .registering import make_decorator
 from .sync import Scheduler
 
 DEFAULT = "default"
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class _Pending:
-    """Jobs registered on a named scheduler that has not been configured yet."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.jobs: list[tuple[str, str, Any, Handler, Mapping[str, Any]]] = []
-
-    def _add(self, kind: str, name: str, when: Any, handler: Handler,
-             options: Mapping[str, Any]) -> None:
-        check_job_name(name)
-        if any(existing[1] == name for existing in self.jobs):
-            raise ValueError(f"job {name!r} is already registered on scheduler {self.name!r}")
-        # Check what can be checked without a backend now; the rest when configured.
-        build_job(kind, name, when, handler, options, SchedulerOptions.build({}),
-                  supports_leases=True, backend_name="(not configured)")
-        self.jobs.append((kind, name, when, handler, options))
-
-
-_lock = threading.RLock()
-_schedulers: dict[str, Scheduler] = {}
-_pending: dict[str, _Pending] = {}
 
 
 def configure(name: str = DEFAULT, *, backend: Backend | None = None, auto_start: bool = False,
@@ -54,7 +32,7 @@ def configure(name: str = DEFAULT, *, backend: Backend | None = None, auto_start
         pending = _pending.pop(name, None)
         try:
             for kind, job, when, handler, job_options in pending.jobs if pending else []:
-                scheduler._add(kind, job, when, handler, dict(job_options))
+                scheduler.add_job(kind, job, when, handler, dict(job_options))
         except BaseException:
             if pending is not None:
                 _pending[name] = pending
@@ -75,18 +53,10 @@ def get_scheduler(name: str = DEFAULT) -> Scheduler:
                               f"anarchon.configure({name!r}, backend=...)") from None
 
 
-def get_registry_target(name: str) -> Any:
-    """Where jobs for the named scheduler go: the scheduler, or its pending list."""
-    with _lock:
-        if name in _schedulers:
-            return _schedulers[name].core
-        return _pending.setdefault(name, _Pending(name))
-
-
 def _adder(scheduler: str) -> Callable[..., None]:
     def add(kind: str, name: str, when: Any, handler: Handler,
             options: Mapping[str, Any]) -> None:
-        get_registry_target(scheduler)._add(kind, name, when, handler, options)
+        get_registry_target(scheduler).add_job(kind, name, when, handler, options)
 
     return add
 
@@ -104,8 +74,7 @@ def _decorate(kind: str, name: str | None, when: Any, handler: Handler | None,
             raise TypeError("a handler needs a scheduler name to register on")
         _adder(scheduler)(kind, name or getattr(handler, "__name__", ""), when, handler, options)
         return get_registry_target(scheduler)
-    build_job(kind, name or "<decorated>", when, lambda ctx: None, options,
-              SchedulerOptions.build({}), supports_leases=True, backend_name="")
+    resolve_job(kind, name or "<decorated>", when, options)
     return make_decorator(kind, name, when, options, scheduler,
                           _adder(scheduler) if scheduler is not None else None)
 

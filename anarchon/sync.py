@@ -105,9 +105,10 @@ class Scheduler:
         [`AsyncScheduler.register()`][anarchon.AsyncScheduler.register])."""
         return self.core.register(obj, prefix=prefix, defaults=defaults)
 
-    def _add(self, kind: str, name: str, when: Any, handler: Handler,
-             options: dict[str, Any]) -> None:
-        self.core._add(kind, name, when, handler, options)
+    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
+                options: dict[str, Any]) -> None:
+        """Check and add one job (see :meth:`JobRegistry.add_job`)."""
+        self.core.add_job(kind, name, when, handler, options)
 
     def remove(self, name: str) -> None:
         """Stop scheduling ``name`` here."""

@@ -19,7 +19,7 @@ from .context import RunToken
 from .durations import DurationLike, parse_duration, to_ms
 from .finishing import build_finish
 from .history import RunStatus
-from .jobs import DEFAULT_RETAIN_RUNS_MS
+from .jobs import DEFAULT_RETAIN_RUNS_MS, check_heartbeat
 from .portal import Portal
 
 
@@ -39,9 +39,7 @@ class AsyncTracker:
         self.backend = backend
         self.lease = parse_duration(lease, option="lease")
         self.heartbeat = parse_duration(heartbeat, option="heartbeat")
-        if self.heartbeat >= self.lease:
-            raise ValueError(f"heartbeat ({self.heartbeat:g}s) must be shorter than lease "
-                             f"({self.lease:g}s)")
+        check_heartbeat(self.heartbeat, self.lease)
         self.history_size = history_size
         self.history_ttl = (parse_duration(history_ttl, option="history_ttl")
                             if history_ttl is not None else None)

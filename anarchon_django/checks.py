@@ -31,7 +31,7 @@ from django.conf import settings
 from django.core import checks
 
 from anarchon.durations import parse_duration
-from anarchon.jobs import SchedulerOptions, build_job
+from anarchon.jobs import SchedulerOptions, check_heartbeat, resolve_job
 
 from .backend import backend_kind, build_backend
 from .conf import SCHEDULER_EXTRAS, AnarchonSettings, SettingsError, parse
@@ -93,9 +93,10 @@ def _scheduler_options(config: AnarchonSettings,
     except (TypeError, ValueError) as exc:
         errors.append(_error("anarchon.E004", f"ANARCHON['SCHEDULER']: {exc}"))
         return SchedulerOptions.build({})
-    if heartbeat >= lease:
-        errors.append(_error("anarchon.E007", f"ANARCHON['SCHEDULER']: heartbeat ({heartbeat:g}s)"
-                             f" must be shorter than lease ({lease:g}s)",
+    try:
+        check_heartbeat(heartbeat, lease)
+    except ValueError as exc:
+        errors.append(_error("anarchon.E007", f"ANARCHON['SCHEDULER']: {exc}",
                              "e.g. lease '30s' with heartbeat '5s'"))
         return SchedulerOptions.build({})
     if heartbeat > lease / 3:
@@ -120,8 +121,7 @@ def _check_job(kind: str, name: str, when: Any, target: str, options: dict[str, 
         return [_error("anarchon.E005", f"{where}['callable'] {target!r} cannot be imported: "
                        f"{exc}")]
     try:
-        build_job(kind, name, when, handler, options, scheduler, supports_leases=True,
-                  backend_name="")
+        resolve_job(kind, name, when, options, handler=handler, scheduler=scheduler)
     except (TypeError, ValueError) as exc:
         return [_error("anarchon.E005", f"{where}: {exc}")]
     return []

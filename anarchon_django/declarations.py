@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from anarchon.jobs import SchedulerOptions, build_job
+from anarchon.jobs import resolve_job
 from anarchon.names import check_job_name
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -41,9 +41,8 @@ _declared: dict[str, Declaration] = {}
 def check(declaration: Declaration) -> None:
     """Check a declaration with the core's rules (``ValueError``/``TypeError``)."""
     check_job_name(declaration.name)
-    build_job(declaration.kind, declaration.name, declaration.when, declaration.handler,
-              dict(declaration.options), SchedulerOptions.build({}), supports_leases=True,
-              backend_name="(django settings)")
+    resolve_job(declaration.kind, declaration.name, declaration.when,
+                dict(declaration.options), handler=declaration.handler)
 
 
 def declare(declaration: Declaration) -> None:
@@ -74,8 +73,7 @@ def _decorator(kind: str, name: str, when: Any, options: dict[str, Any]) -> Call
     if when is None:
         raise TypeError(f"{kind}({name!r}) needs a schedule")
     # Fail at the decorator line for bad schedules and options, like the core does.
-    build_job(kind, name, when, _noop, options, SchedulerOptions.build({}),
-              supports_leases=True, backend_name="(django settings)")
+    resolve_job(kind, name, when, options)
 
     def decorate(func: F) -> F:
         if not callable(func):
@@ -104,6 +102,3 @@ def at(name: str, when: Any, **options: Any) -> Callable[[F], F]:
     """Declare ``@at("launch", "2026-12-24T18:00:00Z")``: one run at an aware instant."""
     return _decorator("at", name, when, options)
 
-
-def _noop(ctx: Any) -> None:
-    return None

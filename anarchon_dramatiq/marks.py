@@ -27,7 +27,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from anarchon.durations import parse_duration
-from anarchon.jobs import JOB_OPTIONS, SchedulerOptions, build_job
+from anarchon.jobs import JOB_OPTIONS, resolve_job
 from anarchon.names import check_job_name
 
 from .errors import check_delay, check_resend
@@ -170,9 +170,7 @@ def build_mark(kind: str, when: Any, name: str | None, options: Mapping[str, Any
     if reserved:
         raise TypeError(f"options {sorted(reserved)} are set by anarchon_dramatiq itself")
     # Check schedule and anarchon options now, against default scheduler options.
-    build_job(kind, name or "<actor>", when, _noop, job_options,
-              SchedulerOptions.build({}), supports_leases=True,
-              backend_name="(checked again on registration)")
+    resolve_job(kind, name or "<actor>", when, job_options)
     where = f"anarchon_dramatiq.{kind}()"
     if track:  # known tracked now; a default track= is checked again on registration
         check_resend(where, resend, job_options.get("max_attempts"))
@@ -223,6 +221,3 @@ def _delay_ms(delay: Any) -> int | None:
         return delay
     raise TypeError(f"delay must be milliseconds (int) or a timedelta, got {delay!r}")
 
-
-def _noop(ctx: Any) -> None:
-    return None

@@ -174,6 +174,10 @@ class Wakeup:
     attempt: int = 0
 
 
+#: options a backend without leases cannot honour
+LEASE_ONLY_OPTIONS = ("lease", "heartbeat", "overlap", "max_attempts", "catch_up")
+
+
 class Backend(ABC):
     """What every backend provides: connect, claim, finish, history."""
 
@@ -191,6 +195,22 @@ class Backend(ABC):
     supports_claim_batches: ClassVar[bool] = False
     #: whether :meth:`read_value` and :meth:`swap_value` are supported
     supports_values: ClassVar[bool] = False
+
+    def refused_options(self) -> dict[str, str]:
+        """The scheduler and job options this backend refuses, each with why (the end of
+        the error message). :func:`anarchon.jobs.resolve_job` and
+        :func:`anarchon.jobs.resolve_scheduler_options` check every option against this,
+        for every layer (the core, Django, Celery, Dramatiq), as Dramatiq middleware
+        declares the actor options it takes. Derived from :attr:`supports_leases` and
+        :attr:`supports_history_ttl`; a backend refusing more extends it."""
+        refused: dict[str, str] = {}
+        if not self.supports_leases:
+            refused.update({option: f"needs a lease backend; backend {self.name} only picks "
+                            "one winner per slot" for option in LEASE_ONLY_OPTIONS})
+        if not self.supports_history_ttl:
+            refused["history_ttl"] = (f"is not supported by backend {self.name}; it keeps "
+                                      "history by count (history_size)")
+        return refused
 
     async def open(self) -> None:
         """Connect, check the server, create tables or scripts. Called by ``start()`` and
