@@ -27,9 +27,5 @@ class IncompatibleStoreError(AnarchonError, RuntimeError):
     """The store holds data of another format, or the server lacks a needed capability."""
 
 
-class NotStartedError(AnarchonError, RuntimeError):
-    """An operation needs a started scheduler."""
-
-
 class JobNotFoundError(AnarchonError, LookupError, ValueError):
     """No job with that name is registered on this scheduler."""

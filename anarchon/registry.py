@@ -96,6 +96,10 @@ def every(name: str | None = None, interval: Any = None, handler: Handler | None
     In a class body it marks the method: every instance registers the job when it is
     constructed (name ``ClassName-method`` unless given). ``scheduler=None`` only marks,
     for objects registered explicitly with ``scheduler.register(obj, prefix=...)``.
+
+    The job name comes first, as in :meth:`Scheduler.every`; the Dramatiq marks
+    (:func:`anarchon_dramatiq.every`) take the interval first and ``name=`` by keyword,
+    because there the decorated actor names the job.
     """
     return _decorate("every", name, interval, handler, scheduler, options)
 

@@ -18,7 +18,7 @@ Every key is optional. ``SCHEDULER["timezone"]`` defaults to ``settings.TIME_ZON
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,6 +142,9 @@ def _jobs(raw: Mapping[str, Any]) -> tuple[JobSetting, ...]:
 
 _lock = threading.Lock()
 _cached: AnarchonSettings | None = None
+#: what else is built from the setting (registered by its owner, e.g. the runtime's
+#: shared scheduler): reset with it, without this module importing its owners
+_on_reset: list[Callable[[], None]] = []
 
 
 def get_settings() -> AnarchonSettings:
@@ -153,14 +156,23 @@ def get_settings() -> AnarchonSettings:
         return _cached
 
 
+def on_reset(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` whenever the setting is reset (:func:`reset`, or
+    ``setting_changed`` for ``ANARCHON``, ``DATABASES`` or ``TIME_ZONE``): the module
+    holding state built from the setting registers its own reset here."""
+    if callback not in _on_reset:
+        _on_reset.append(callback)
+    return callback
+
+
 def reset() -> None:
-    """Forget the parsed setting and the schedulers built from it."""
+    """Forget the parsed setting and everything registered with :func:`on_reset` (the
+    schedulers built from it)."""
     global _cached
     with _lock:
         _cached = None
-    from .runtime import reset as reset_runtime
-
-    reset_runtime()
+    for callback in list(_on_reset):
+        callback()
 
 
 @receiver(setting_changed)

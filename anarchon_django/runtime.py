@@ -25,7 +25,7 @@ from anarchon import JobInfo, RunContext, RunRecord, Scheduler
 
 from . import declarations
 from .backend import build_backend
-from .conf import AnarchonSettings, SettingsError, get_settings
+from .conf import AnarchonSettings, SettingsError, get_settings, on_reset
 from .declarations import Declaration
 
 #: how many attempts per job the cross-job history reads (the core queries one job at a
@@ -140,9 +140,12 @@ def get_scheduler() -> Scheduler:
         return _shared
 
 
+@on_reset
 def reset() -> None:
     """Close the shared scheduler; the next
-    [`get_scheduler()`][anarchon_django.runtime.get_scheduler] builds a new one."""
+    [`get_scheduler()`][anarchon_django.runtime.get_scheduler] builds a new one (also
+    when the setting changes: registered with
+    [`on_reset()`][anarchon_django.conf.on_reset])."""
     global _shared
     with _lock:
         scheduler, _shared = _shared, None

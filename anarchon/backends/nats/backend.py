@@ -41,7 +41,7 @@ from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
 from ...names import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
-from ..rabbitmq.records import Entry, Remembered, merge, scheduled_key
+from ..broker_records import Entry, Remembered, merge, scheduled_key
 from ..urls import redact, split_options
 
 logger = logging.getLogger("anarchon")

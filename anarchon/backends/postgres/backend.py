@@ -15,7 +15,6 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, Final, cast
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...durations import parse_duration
 from ...errors import IncompatibleStoreError, StoreError
@@ -35,6 +34,7 @@ from ..base import (
     TriggerRequest,
     Wakeup,
 )
+from ..urls import split_options
 from ..wakeups import keep_listening
 from .listen import listen_target, notifications, wake_channel
 from .values import PostgresValues
@@ -145,10 +145,7 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         string; every other parameter (``sslmode``, ``connect_timeout`` …) stays in the
         URL handed to libpq. Keyword ``options`` override the URL's.
         """
-        parts = urlsplit(url)
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        ours = {k: v for k, v in query if k in _URL_OPTIONS}
-        rest = [(k, v) for k, v in query if k not in _URL_OPTIONS]
+        dsn, ours = split_options(url, _URL_OPTIONS, keep_blank=True, keep_fragment=True)
         kwargs: dict[str, Any] = {}
         if "table" in ours:
             kwargs["table"] = ours["table"]
@@ -161,7 +158,6 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         if "connect_timeout_s" in ours:
             kwargs["connect_timeout"] = ours["connect_timeout_s"]
         kwargs.update(options)
-        dsn = urlunsplit(parts._replace(query=urlencode(rest)))
         return cls(dsn, **kwargs)
 
     # -- plumbing ---------------------------------------------------------------

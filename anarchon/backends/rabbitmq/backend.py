@@ -47,8 +47,8 @@ from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
 from ...names import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
+from ..broker_records import Entry, Remembered, merge, scheduled_key
 from ..urls import redact, split_options
-from .records import Entry, Remembered, merge, scheduled_key
 
 logger = logging.getLogger("anarchon")
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...durations import DurationLike, parse_duration
@@ -33,6 +33,7 @@ from ..base import (
     RunState,
     TriggerRequest,
 )
+from ..urls import split_options
 from .schema import FORMAT_VERSION, Tables
 from .transactions import claim, end_attempt, first, prune, record
 from .values import SqliteValues
@@ -101,11 +102,11 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         path = path[1:] if path.startswith("/") else path
         if parts.netloc:
             raise ValueError(f"invalid SQLite URL {url!r}: use sqlite:///path/to/file.db")
-        query: dict[str, Any] = dict(parse_qsl(parts.query))
-        unknown = set(query) - {"table", "busy_timeout"}
+        unknown: list[str] = []
+        _, ours = split_options(url, ("table", "busy_timeout"), check=unknown.append)
         if unknown:
             raise ValueError(f"unknown SQLite URL option(s) {sorted(unknown)} in {url!r}")
-        query.update(options)
+        query: dict[str, Any] = {**ours, **options}
         return cls(path or "./anarchon.db", **query)
 
     # -- plumbing -------------------------------------------------------------------
