@@ -80,7 +80,8 @@ def default_instance_id() -> str:
 class AsyncScheduler(JobRegistry):
     """Runs jobs on an asyncio event loop; use ``async with`` or ``start()``/``stop()``.
 
-    ``backend`` is required (there is no implicit store). Options are those of SPEC §6:
+    ``backend`` is required (there is no implicit store). Options are those of
+    docs/contract.md (*Options*):
     ``lease``, ``heartbeat`` and defaults for every job (``jitter``, ``max_late``,
     ``timeout``, ``timezone``, ``history_size``, ``history_ttl``, ``data`` …).
     ``instance_id`` defaults to ``host:pid:random``; ``clock`` is injectable for tests.

@@ -1,9 +1,9 @@
 """Where anarchon's settings come from in a Celery app.
 
-Celery config keys (SPEC §16): ``anarchon_backend`` (URL or backend object),
-``anarchon_options`` (dict for the backend: prefix, table …), ``anarchon_scheduler``
-(dict of scheduler options: lease, heartbeat, jitter …), plus this package's own
-``anarchon_track_outcomes`` (bool), ``anarchon_queue_lease`` (duration),
+Celery config keys (docs/contract.md, *Framework surfaces*): ``anarchon_backend`` (URL or
+backend object), ``anarchon_options`` (dict for the backend: prefix, table …),
+``anarchon_scheduler`` (dict of scheduler options: lease, heartbeat, jitter …), plus this
+package's own ``anarchon_track_outcomes`` (bool), ``anarchon_queue_lease`` (duration),
 ``anarchon_republish`` (bool: publish a tracked slot again when no outcome came) and
 ``anarchon_stop_timeout`` (duration). Under Django's ``CELERY_`` namespace the same keys
 are upper-cased. When none of them is set and Django is configured, Django's

@@ -180,9 +180,9 @@ def _on_revoked(sender: Any = None, request: Any = None, terminated: bool = Fals
 
 
 def _on_retry(sender: Any = None, request: Any = None, reason: Any = None, **_: Any) -> None:
-    # the run stays "running" (SPEC §8) and the worker keeps renewing its lease until the
-    # retried task ends; its record notes "retrying: <exception>" until the outcome
-    # replaces it (a success clears it)
+    # the run stays "running" (docs/contract.md, *History and events*) and the worker
+    # keeps renewing its lease until the retried task ends; its record notes
+    # "retrying: <exception>" until the outcome replaces it (a success clears it)
     recorder, token = _recorder(sender), token_from_request(request)
     if recorder is not None and token is not None:
         cause = getattr(reason, "exc", None)  # Retry(exc=...): the exception retried

@@ -33,7 +33,7 @@ SETTING = "ANARCHON"
 KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER", "DRAMATIQ")
 #: keys of a ``JOBS`` entry besides the job options
 SCHEDULE_KEYS = ("every", "cron", "at")
-#: scheduler arguments that are not options of the core (SPEC §6)
+#: scheduler arguments that are not options of the core (docs/contract.md, *Options*)
 SCHEDULER_EXTRAS = ("instance_id",)
 
 

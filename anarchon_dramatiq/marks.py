@@ -37,7 +37,8 @@ T = TypeVar("T")
 #: attribute on the actor's function holding its marks
 MARKS_ATTRIBUTE = "__anarchon_dramatiq__"
 
-#: message option names that carry a run (SPEC §16); a mark may not set them
+#: message option names that carry a run (docs/contract.md, *Framework surfaces*); a mark
+#: may not set them
 RESERVED_OPTIONS = frozenset({"anarchon_job", "anarchon_slot", "anarchon_attempt",
                               "anarchon_owner", "anarchon_data", "anarchon_history_size",
                               "anarchon_history_ttl"})

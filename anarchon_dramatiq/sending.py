@@ -4,7 +4,8 @@
 broker into a core anarchon job on
 one scheduler. The job's handler runs only in the instance that won the slot and calls
 ``actor.send_with_options(...)`` with the mark's arguments and options plus
-``anarchon_job``, ``anarchon_slot`` and ``anarchon_attempt`` (SPEC §16).
+``anarchon_job``, ``anarchon_slot`` and ``anarchon_attempt`` (docs/contract.md,
+*Framework surfaces*).
 
 Tracked jobs (``track=True``) leave the run open when the message is sent
 (``ctx.detach(lease=queue_lease)``) and add ``anarchon_owner``: the worker's

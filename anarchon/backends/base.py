@@ -15,6 +15,9 @@ raised as :class:`anarchon.errors.StoreError` (or a subclass).
 
 Fencing: every write made on behalf of a running attempt (renew, release, note, finish) is
 conditional on ``(owner, attempt)``; a stale runner's write must change nothing.
+
+The whole contract (slots, claims, leases, fencing, hand-over, catch-up, history, and
+what each backend must do) is ``docs/contract.md`` (the docs site's *The contract*).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Scenarios: the guarantees of SPEC §12 shown with real processes and real faults.
+"""Scenarios: the guarantees of docs/contract.md (*Failure scenarios*) shown with real
+processes and real faults.
 
 ``anarchon scenarios --backend sqlite`` runs each situation with three instance
 processes, once with a naive claim (Redis ``stream-id``/``script``; a unique insert without

@@ -2,9 +2,9 @@
 
     anarchon scenarios --backend redis|valkey|postgres|sqlite [--json] [--only SITUATION]
 
-Each situation of SPEC §12 runs with three instance processes on a fresh namespace of the
-store, once per strategy; a progress line per run goes to stderr, the table (or JSON) to
-stdout.
+Each situation of docs/contract.md (*Failure scenarios*) runs with three instance processes
+on a fresh namespace of the store, once per strategy; a progress line per run goes to
+stderr, the table (or JSON) to stdout.
 """
 
 from __future__ import annotations

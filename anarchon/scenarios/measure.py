@@ -31,7 +31,8 @@ class Span:
 
 @dataclass
 class Measurement:
-    """One row of the scenario table (SPEC §16 names the first five numbers)."""
+    """One row of the scenario table (docs/contract.md, *Failure scenarios*, names the first
+    five numbers)."""
 
     situation: str
     strategy: str

@@ -1,4 +1,5 @@
-"""The situations of SPEC §12, each driven with three real instance processes.
+"""The situations of docs/contract.md (*Failure scenarios*), each driven with three real
+instance processes.
 
 A situation only *acts* (starts instances, sends signals, waits for log lines with
 deadlines) and says which slots it expected to run and when its fault happened; the

@@ -1,9 +1,9 @@
 """Bad input at every public entry point: the documented error, a message naming it.
 
-SPEC §15: bad values raise ``ValueError`` (a subclass is fine), wrong types, unknown
-options and options a backend does not support raise ``TypeError``; messages name the
-job, the option and the offending value. Nothing here touches a server (no I/O before
-``start()``), so this table runs in the fast suite.
+docs/contract.md (*Precise behaviour*): bad values raise ``ValueError`` (a subclass is
+fine), wrong types, unknown options and options a backend does not support raise
+``TypeError``; messages name the job, the option and the offending value. Nothing here
+touches a server (no I/O before ``start()``), so this table runs in the fast suite.
 """
 
 from __future__ import annotations

@@ -2,12 +2,12 @@
 
 Counts, printed for the report: slots started twice *concurrently* (must be 0: no freeze
 is injected here), slots lost while at least one instance was up (must be 0 on lease
-backends), and slots whose crashed run was replaced by a later slot (SPEC §7: a run still
-unfinished after its lease expired is marked interrupted when the next slot is claimed,
-if no backup took it over first; reported, not failed). The job uses ``overlap="allow"``
-so a crashed run's lease does not make the next slot skip (an ``overlap`` skip is a
-deliberate decision, not a loss) and ``max_attempts=10`` so repeated crashes of one
-slot's runners do not exhaust it.
+backends), and slots whose crashed run was replaced by a later slot (docs/contract.md,
+*Claims, leases and fencing*: a run still unfinished after its lease expired is marked
+interrupted when the next slot is claimed, if no backup took it over first; reported, not
+failed). The job uses ``overlap="allow"`` so a crashed run's lease does not make the next
+slot skip (an ``overlap`` skip is a deliberate decision, not a loss) and
+``max_attempts=10`` so repeated crashes of one slot's runners do not exhaust it.
 
 ``ANARCHON_STORM_SECONDS`` (default 30) sets the storm's length; run it for 60 s by hand.
 """
@@ -101,9 +101,10 @@ def test_restart_storm(lease_store: StoreSpec, store_url: str,
         if any(a <= s - 0.1 and b >= s + 1.0 for a, b in intervals):
             covered.append(slot)
         slot += 1000
-    # SPEC §7: a crashed run still unfinished when a later slot is claimed after its lease
-    # expired is marked interrupted and replaced by that slot (a documented outcome, like
-    # an overlap skip); anything else without a success is a lost slot
+    # docs/contract.md (*Claims, leases and fencing*): a crashed run still unfinished when
+    # a later slot is claimed after its lease expired is marked interrupted and replaced
+    # by that slot (a documented outcome, like an overlap skip); anything else without a
+    # success is a lost slot
     finished: defaultdict[int, list[str]] = defaultdict(list)
     for record in attempts:
         finished[record.slot].append(record.status)

@@ -1,4 +1,4 @@
-"""AbortSignal: the run's stop signal (SPEC §5)."""
+"""AbortSignal: the run's stop signal (docs/contract.md, *The run context*)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""merge_data (SPEC §4 run data) and event listeners (SPEC §8, §15)."""
+"""merge_data (run data) and event listeners (docs/contract.md: *Registering jobs*,
+*History and events*, *Precise behaviour*)."""
 
 from __future__ import annotations
 

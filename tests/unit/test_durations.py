@@ -1,4 +1,5 @@
-"""parse_duration: every accepted form and every refused one (SPEC §3, §15)."""
+"""parse_duration: every accepted form and every refused one (docs/contract.md:
+*Durations and names*, *Precise behaviour*)."""
 
 from __future__ import annotations
 

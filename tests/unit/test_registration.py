@@ -1,5 +1,5 @@
 """Registration forms: module-level decorators, named schedulers, decorated methods and
-``register(obj, prefix=, defaults=)`` (SPEC §4)."""
+``register(obj, prefix=, defaults=)`` (docs/contract.md, *Registering jobs*)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Scheduler and job options through the public API (SPEC §4, §6, §15). No I/O happens."""
+"""Scheduler and job options through the public API (docs/contract.md:
+*Registering jobs*, *Options*, *Precise behaviour*). No I/O happens."""
 
 from __future__ import annotations
 

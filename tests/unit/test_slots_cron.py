@@ -1,4 +1,5 @@
-"""CronSchedule: 5 and 6 fields, timezones and the DST rules of SPEC §15.
+"""CronSchedule: 5 and 6 fields, timezones and the DST rules of docs/contract.md
+(*Time and slots*).
 
 Transitions used (2026):
 * America/New_York: 03-08 02:00 EST -> 03:00 EDT (gap 02:00-03:00, 07:00Z),

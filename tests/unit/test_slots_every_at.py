@@ -1,4 +1,5 @@
-"""EverySchedule, AtSchedule, parse_at and load_timezone (SPEC §2, §15)."""
+"""EverySchedule, AtSchedule, parse_at and load_timezone (docs/contract.md:
+*Time and slots*, *Precise behaviour*)."""
 
 from __future__ import annotations
 

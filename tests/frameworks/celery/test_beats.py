@@ -181,7 +181,8 @@ def test_kill9_after_publish_the_next_slot_is_published(cluster: CeleryCluster) 
     slots = Counter(r["slot"] for r in publishes)
     repeated = [r for r in publishes if slots[r["slot"]] > 1]
     # killed between publish and recording the finish: at-least-once, a backup publishes
-    # attempt 2 of that one slot after the lease (SPEC §1); any other slot exactly once
+    # attempt 2 of that one slot after the lease (docs/contract.md, *What anarchon
+    # promises*); any other slot exactly once
     assert {r["slot"] for r in repeated} <= {first["slot"]}
     assert sorted(r["attempt"] for r in repeated) in ([], [1, 2])
     ordered = sorted(slots)

@@ -115,7 +115,8 @@ def test_outcomes_from_a_real_worker(tracked: tuple[CeleryCluster, str]) -> None
     boom = wait_history(cluster, url, "boom",
                         lambda h: any(r.status == "failure" for r in h), "a failure")
     assert "RuntimeError: boom" in (next(r for r in boom if r.status == "failure").error or "")
-    # while the retry waits, the run stays "running" (SPEC §8) and notes why
+    # while the retry waits, the run stays "running" (docs/contract.md, *History and
+    # events*) and notes why
     noting = wait_history(cluster, url, "retry", lambda h: any(
         r.status == "running" and r.error for r in h), "a retrying run noted in history")
     noted = next(r for r in noting if r.status == "running" and r.error)
