@@ -36,6 +36,7 @@ from .lease import LeaseKeeper
 from .planning import Alarm, Due, Plan
 from .registering import JobRegistry
 from .slots import ms_to_datetime
+from .triggers import SAFETY_POLL as SAFETY_POLL
 from .triggers import TriggerInbox
 
 logger = logging.getLogger("anarchon")

@@ -193,11 +193,18 @@ def build_job(
     scheduler: SchedulerOptions,
     *,
     refused: Mapping[str, str] | None = None,
+    supports_leases: bool = True,
+    backend_name: str = "",
 ) -> Job:
     """Check ``options`` for a ``kind`` job and resolve them against scheduler defaults;
     ``refused`` maps the options the backend refuses to why. Layers call
-    :func:`resolve_job`, which also applies the backend's own checks."""
-    refused = refused or {}
+    :func:`resolve_job`, which also applies the backend's own checks.
+    (``supports_leases=False`` with ``backend_name``, the former way to refuse the
+    lease-only options, is kept for this release.)"""
+    refused = dict(refused or {})
+    if not supports_leases:
+        refused.update({option: f"needs a lease backend; backend {backend_name} only picks "
+                        "one winner per slot" for option in LEASE_ONLY_OPTIONS})
     if not callable(handler):
         raise TypeError(f"job {name!r}: handler must be callable, got {handler!r}")
     unknown = set(options) - JOB_OPTIONS
