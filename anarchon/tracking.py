@@ -28,7 +28,7 @@ class AsyncTracker:
 
     ``lease``/``heartbeat`` apply while a worker executes a run (they should match the
     schedulers'); ``history_size``/``history_ttl`` bound the job's history on finish.
-    The finished run row is kept as :func:`anarchon.jobs.retention_ms` rules for a job
+    The finished run row is kept as ``anarchon.jobs.retention_ms`` rules for a job
     with the default ``max_late``, ``catch_up`` and ``jitter`` (a worker does not know
     the job's own values; the rule's hour of margin covers ordinary ones).
     """

@@ -157,7 +157,8 @@ def get_settings() -> AnarchonSettings:
 
 
 def on_reset(callback: Callable[[], None]) -> Callable[[], None]:
-    """Call ``callback`` whenever the setting is reset (:func:`reset`, or
+    """Call ``callback`` whenever the setting is reset
+    ([`reset()`][anarchon_django.conf.reset], or
     ``setting_changed`` for ``ANARCHON``, ``DATABASES`` or ``TIME_ZONE``): the module
     holding state built from the setting registers its own reset here."""
     if callback not in _on_reset:
@@ -166,7 +167,8 @@ def on_reset(callback: Callable[[], None]) -> Callable[[], None]:
 
 
 def reset() -> None:
-    """Forget the parsed setting and everything registered with :func:`on_reset` (the
+    """Forget the parsed setting and everything registered with
+    [`on_reset()`][anarchon_django.conf.on_reset] (the
     schedulers built from it)."""
     global _cached
     with _lock:

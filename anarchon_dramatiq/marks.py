@@ -91,9 +91,9 @@ def every(interval: Any, *, name: str | None = None, **options: Any) -> Callable
     ``name`` defaults to the actor's name. See the module docstring for the options.
 
     The schedule comes first and ``name`` is keyword-only, unlike
-    :func:`anarchon.every` (``every(name, interval)``): a mark names the actor it
-    decorates, so the job name is rarely given, as ``@dramatiq.actor`` takes its
-    ``actor_name`` by keyword.
+    [`anarchon.every()`][anarchon.registry.every] (``every(name, interval)``): a mark
+    names the actor it decorates, so the job name is rarely given, as
+    ``@dramatiq.actor`` takes its ``actor_name`` by keyword.
     """
     return _marker("every", interval, name, options)
 
