@@ -35,7 +35,7 @@ from ..base import (
 )
 from ..urls import split_options
 from .schema import FORMAT_VERSION, Tables
-from .transactions import claim, end_attempt, first, prune, record
+from .transactions import claim, end_attempt, finish_run, first, prune, record
 from .values import SqliteValues
 from .wal import use_wal
 
@@ -348,26 +348,8 @@ class SqliteBackend(SqliteValues, LeaseBackend):
 
     async def finish(self, finish: Finish) -> bool:
         def run(connection: sqlite3.Connection) -> bool:
-            t = self._tables
             with self._write(connection) as cur:
-                now = self._now()
-                done = first(cur.execute(
-                    f"""UPDATE {t.runs} SET state = 'done'
-                        WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
-                          AND state = 'running' RETURNING 1""",
-                    (finish.name, finish.slot, finish.owner, finish.attempt),
-                ))
-                if done is None:
-                    return False
-                end_attempt(cur, t, finish.name, finish.slot, finish.attempt, finish.status,
-                            finish.error, now)
-                prune(cur, t, finish.name, finish.history_size, finish.history_ttl_ms, now)
-                cur.execute(
-                    f"""DELETE FROM {t.runs}
-                        WHERE job = ? AND state <> 'running' AND slot < ?""",
-                    (finish.name, now - finish.retain_runs_ms),
-                )
-                return True
+                return finish_run(cur, self._tables, finish, self._now())
 
         return await self._call(run)
 

@@ -1,6 +1,6 @@
-"""SQLite's transactions that judge a claim and bound history, kept apart from the
-connection handling in :mod:`anarchon.backends.sqlite.backend` (as ``postgres/queries.py``
-holds PostgreSQL's SQL). Each function runs inside the caller's ``BEGIN IMMEDIATE``.
+"""SQLite's transactions that judge a claim, record an outcome and bound history, apart
+from the connection handling in :mod:`anarchon.backends.sqlite.backend` (as
+``postgres/queries.py`` holds PostgreSQL's SQL). Each runs inside the caller's ``BEGIN IMMEDIATE``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from ...history import RunRecord
 from ...slots import ms_to_datetime
-from ..base import ClaimRequest, ClaimResult
+from ..base import ClaimRequest, ClaimResult, Finish
 from .schema import Tables
 
 
@@ -113,6 +113,28 @@ def end_attempt(cur: sqlite3.Cursor, t: Tables, name: str, slot: int, attempt: i
               AND status = 'running'""",
         (status, error, now, name, slot, attempt),
     )
+
+
+def finish_run(cur: sqlite3.Cursor, t: Tables, finish: Finish, now: int) -> bool:
+    """Record an attempt's outcome if ``(owner, attempt)`` still holds the run (fencing),
+    bound the job's history and forget run rows older than ``retain_runs_ms``."""
+    done = first(cur.execute(
+        f"""UPDATE {t.runs} SET state = 'done'
+            WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
+              AND state = 'running' RETURNING 1""",
+        (finish.name, finish.slot, finish.owner, finish.attempt),
+    ))
+    if done is None:
+        return False
+    end_attempt(cur, t, finish.name, finish.slot, finish.attempt, finish.status,
+                finish.error, now)
+    prune(cur, t, finish.name, finish.history_size, finish.history_ttl_ms, now)
+    cur.execute(
+        f"""DELETE FROM {t.runs}
+            WHERE job = ? AND state <> 'running' AND slot < ?""",
+        (finish.name, now - finish.retain_runs_ms),
+    )
+    return True
 
 
 def prune(cur: sqlite3.Cursor, t: Tables, name: str, size: int, ttl_ms: int | None,
