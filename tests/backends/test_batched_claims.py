@@ -1,7 +1,8 @@
 """Batched claims and finishes (``claim_many``/``finish_many``) against real servers.
 
-On Redis/Valkey a batch is one script call; on the other lease stores (and on a Redis
-Cluster) the default answers per item. Either way every request must get the answer it
+On Redis/Valkey a batch is one script call, on PostgreSQL one transaction in one round
+trip, on SQLite one ``BEGIN IMMEDIATE`` transaction; on a Redis Cluster the default
+answers per item. Either way every request must get the answer it
 would have got alone: one winner per slot among schedulers, and late, overlap, taken,
 takeover and exhausted answers side by side in one batch.
 """
@@ -17,7 +18,14 @@ from typing import Any, Literal
 import pytest
 
 from anarchon import AsyncScheduler, RunContext
-from anarchon.backends.base import Backend, ClaimReason, ClaimRequest, Finish, JobSpec
+from anarchon.backends.base import (
+    Backend,
+    ClaimReason,
+    ClaimRequest,
+    Finish,
+    JobSpec,
+    LeaseBackend,
+)
 from anarchon.backends.redis import RedisBackend
 from tests.conftest import only_lease_stores
 from tests.support import run, wait_until
@@ -25,6 +33,15 @@ from tests.support import run, wait_until
 SHORT_LEASE_MS = 200
 #: the stores where a batch is one script call (a Cluster answers per item)
 ONE_SCRIPT_BATCHES = ("redis", "valkey")
+#: the stores where a batch is one store call, judged in order
+ONE_CALL_BATCHES = (*ONE_SCRIPT_BATCHES, "postgres", "sqlite")
+
+
+def one_call(backend: Backend) -> bool:
+    """Whether ``backend`` sends a batch as one call (judged in list order)."""
+    if isinstance(backend, RedisBackend):
+        return not backend.store.cluster
+    return backend.supports_claim_batches
 
 
 def req(name: str, slot: int, owner: str, reason: ClaimReason = "scheduled", *,
@@ -123,7 +140,7 @@ def test_a_mixed_batch_gives_each_job_its_own_answer(
             # one of the two identical requests wins; a one-call batch judges them in
             # order, the per-item default sends them concurrently
             assert sorted(got[6:8]) == [("taken", 0), ("won", 1)]
-            if isinstance(a, RedisBackend) and not a.store.cluster:
+            if one_call(a):
                 assert got[6:8] == [("won", 1), ("taken", 0)]
 
             recorded = await a.finish_many([
@@ -145,12 +162,12 @@ def test_a_mixed_batch_gives_each_job_its_own_answer(
     run(body())
 
 
-@only_lease_stores(*ONE_SCRIPT_BATCHES)
-def test_redis_batch_is_validated_before_any_write(
+@only_lease_stores(*ONE_CALL_BATCHES)
+def test_a_batch_is_validated_before_any_write(
         make_backend: Callable[[], Backend]) -> None:
     async def body() -> None:
         backend = await opened(make_backend, ["one", "two"])
-        assert isinstance(backend, RedisBackend) and not backend.store.cluster
+        assert one_call(backend) and isinstance(backend, LeaseBackend)
         slot = now_ms()
         try:
             with pytest.raises(Exception, match="lease_ms must be positive"):
@@ -158,6 +175,12 @@ def test_redis_batch_is_validated_before_any_write(
                                           req("two", slot, "A", lease_ms=0)])
             assert await backend.confirm(req("one", slot, "A")) == 0  # nothing written
             assert answers(await backend.claim_many([req("one", slot, "A")])) == [("won", 1)]
+            bad = Finish(**{**fin("one", slot, "A", 1).__dict__, "status": "bogus"})
+            with pytest.raises(Exception, match="status"):
+                await backend.finish_many([fin("one", slot, "A", 1), bad])
+            [state] = await backend.unfinished(["one"])  # the first was not recorded
+            assert (state.slot, state.owner, state.attempt) == (slot, "A", 1)
+            assert await backend.finish_many([fin("one", slot, "A", 1)]) == [True]
         finally:
             await backend.close()
 

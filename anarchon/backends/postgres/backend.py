@@ -14,14 +14,13 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import datetime, timezone
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from ...durations import parse_duration
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
-from ...names import check_job_name, check_table_name
+from ...names import check_table_name
 from ..base import (
-    ClaimOutcome,
     ClaimRequest,
     ClaimResult,
     Finish,
@@ -34,6 +33,7 @@ from ..base import (
     TriggerRequest,
     Wakeup,
 )
+from ..batches import check_claims, check_finishes, lone
 from ..urls import split_options
 from ..wakeups import keep_listening
 from .listen import listen_target, notifications, wake_channel
@@ -41,19 +41,17 @@ from .values import PostgresValues
 
 try:
     import psycopg
-    from psycopg import errors as pg_errors
     from psycopg import sql
 
     from . import queries
-    from .links import Link, Params, Query, Row, Session, make_link
+    from .claims import Statements, claim_answers, finish_answers, with_retries
+    from .links import Link, Params, Query, Row, Session, Statement, make_link
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     _MISSING: ImportError | None = exc
 else:
     _MISSING = None
 
 _INSTALL_HINT: Final = 'PostgresBackend needs psycopg 3: pip install "anarchon[postgres]"'
-_RETRIES: Final = 5
-_STATUSES: Final = frozenset({"success", "failure", "interrupted"})
 # Query parameters that configure anarchon; everything else in the URL goes to libpq.
 _URL_OPTIONS: Final = ("table", "pool_size", "connect_timeout_s")
 
@@ -76,6 +74,7 @@ class PostgresBackend(PostgresValues, LeaseBackend):
     name = "postgres"
     supports_triggers = True
     supports_values = True
+    supports_claim_batches = True
 
     def __init__(self, connection: object = "postgresql://localhost/postgres", *,
                  table: str = "anarchon_runs", pool_size: int = 4,
@@ -122,18 +121,17 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         self._q_purge = q(queries.PURGE)
         self._q_request_trigger = q(queries.REQUEST_TRIGGER)
         self._q_take_triggers = q(queries.TAKE_TRIGGERS)
-        self._q_claim_new = q(queries.CLAIM_NEW)
-        self._q_takeover = q(queries.CLAIM_TAKEOVER)
+        self._statements = Statements(
+            table=self._qualified, lock=sql.SQL(queries.JOB_LOCK), new=q(queries.CLAIM_NEW),
+            takeover=q(queries.CLAIM_TAKEOVER), finish=q(queries.FINISH))
         self._q_confirm = q(queries.CONFIRM)
         self._q_heartbeat = q(queries.HEARTBEAT)
         self._q_release = q(queries.RELEASE)
-        self._q_finish = q(queries.FINISH)
         self._q_note = q(queries.NOTE)
         self._q_start_manual = q(queries.START_MANUAL)
         self._q_finish_manual = q(queries.FINISH_MANUAL)
         self._q_history = q(queries.HISTORY)
         self._q_unfinished = q(queries.UNFINISHED)
-        self._q_job_lock = sql.SQL(queries.JOB_LOCK)
         self.channel = wake_channel(schema, base)
         self._q_listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
 
@@ -193,6 +191,15 @@ class PostgresBackend(PostgresValues, LeaseBackend):
                      heartbeat: bool = False) -> list[Row]:
         async with self._session(what, heartbeat) as session:
             return await session.fetch(query, params)
+
+    async def _serialised(self, what: str, statements: Sequence[Statement]) -> list[list[Row]]:
+        """The statements as one transaction in one round trip (sent again after a
+        deadlock or serialisation failure)."""
+        async def send() -> list[list[Row]]:
+            async with self._session(what) as session:
+                return await session.serialised(statements)
+
+        return await with_retries(send)
 
     # -- lifecycle --------------------------------------------------------------
 
@@ -301,38 +308,18 @@ class PostgresBackend(PostgresValues, LeaseBackend):
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         """One round trip, serialised per job by an advisory lock. See ClaimRequest."""
-        check_job_name(request.name)
-        if request.reason == "takeover":
-            query = self._q_takeover
-            params: dict[str, Any] = {
-                "job": request.name, "slot": request.slot, "owner": request.owner,
-                "lease_ms": request.lease_ms, "expected": request.expected_attempt,
-                "max_attempts": request.max_attempts}
-        else:
-            query = self._q_claim_new
-            params = {
-                "job": request.name, "slot": request.slot, "owner": request.owner,
-                "reason": request.reason, "lease_ms": request.lease_ms,
-                "max_late_ms": request.max_late_ms,
-                "catch_up": request.reason == "catch-up", "catch_up_ms": request.catch_up_ms,
-                "skip_overlap": request.overlap == "skip"}
-        lock_params = {"table": self._qualified, "job": request.name}
-        for attempt in range(_RETRIES):
-            try:
-                async with self._session("claim") as session:
-                    rows = await session.serialised(self._q_job_lock, lock_params, query,
-                                                    params)
-                break
-            except StoreError as exc:
-                # deadlocks and serialisation failures roll everything back: retry
-                cause = exc.__cause__
-                retriable = isinstance(cause, (pg_errors.DeadlockDetected,
-                                               pg_errors.SerializationFailure))
-                if not retriable or attempt == _RETRIES - 1:
-                    raise
-        outcome, won_attempt, now_ms, _ = rows[0]
-        return ClaimResult(outcome=cast(ClaimOutcome, outcome), attempt=int(won_attempt),
-                           store_ms=int(now_ms))
+        return await lone(self.claim_many, request)
+
+    async def claim_many(self, requests: Sequence[ClaimRequest]
+                         ) -> list[ClaimResult | Exception]:
+        """One round trip for all the requests (one transaction: the jobs' advisory
+        locks, then one statement for the new slots and one for the takeovers), each
+        judged as a lone claim is, in order; every request is checked before any write."""
+        check_claims(requests)
+        if not requests:
+            return []
+        rows = await self._serialised("claim", self._statements.claims(requests))
+        return list(claim_answers(rows, len(requests)))
 
     async def confirm(self, request: ClaimRequest) -> int:
         """The attempt ``request.owner`` holds on the slot (0 if none): read back after
@@ -395,15 +382,16 @@ class PostgresBackend(PostgresValues, LeaseBackend):
 
     async def finish(self, finish: Finish) -> bool:
         """Record the outcome and prune history, fenced by ``(owner, attempt)``."""
-        if finish.status not in _STATUSES:
-            raise ValueError(f"finish status must be one of {sorted(_STATUSES)}, "
-                             f"got {finish.status!r}")
-        rows = await self._fetch("finish", self._q_finish, {
-            "job": finish.name, "slot": finish.slot, "owner": finish.owner,
-            "attempt": finish.attempt, "status": finish.status, "error": finish.error,
-            "history_size": max(1, finish.history_size),
-            "history_ttl_ms": finish.history_ttl_ms, "retain_runs_ms": finish.retain_runs_ms})
-        return bool(rows[0][0])
+        return await lone(self.finish_many, finish)
+
+    async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
+        """Record every outcome (each as :meth:`finish` would, fenced per run) in one
+        round trip and one transaction; every finish is checked before any write."""
+        check_finishes(finishes)
+        if not finishes:
+            return []
+        rows = await self._serialised("finish", self._statements.finishes(finishes))
+        return list(finish_answers(rows, len(finishes)))
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         """Insert a running manual attempt; the token is its row id."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -26,6 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 Query = sql.Composed | sql.SQL
 Params = Mapping[str, Any]
 Row = tuple[Any, ...]
+Statement = tuple[Query, Params]
 
 
 def describe_conninfo(conninfo: str) -> str:
@@ -55,9 +56,9 @@ class Session(ABC):
         """Run one statement (autocommit) and return its rows (empty if none)."""
 
     @abstractmethod
-    async def serialised(self, lock: Query, lock_params: Params, query: Query,
-                         params: Params) -> list[Row]:
-        """``<lock>; <query>`` as one transaction in one round trip (a pipeline)."""
+    async def serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        """The statements (typically a lock, then the work) as one transaction in one
+        round trip (a pipeline); the rows of each, in order."""
 
     @abstractmethod
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
@@ -72,21 +73,18 @@ class _AsyncSession(Session):
         cur = await self.conn.execute(query, params)
         return list(await cur.fetchall()) if cur.description is not None else []
 
-    async def serialised(self, lock: Query, lock_params: Params, query: Query,
-                         params: Params) -> list[Row]:
+    async def serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
         conn = self.conn
-        if not psycopg.Pipeline.is_supported():  # libpq < 14: same, in 4 round trips
+        if not psycopg.Pipeline.is_supported():  # libpq < 14: same, in n + 2 round trips
             async with conn.transaction():
-                await conn.execute(lock, lock_params)
-                cur = await conn.execute(query, params)
-            return list(await cur.fetchall())
+                cursors = [await conn.execute(q, p) for q, p in statements]
+                return [list(await cur.fetchall()) for cur in cursors]
         # No BEGIN/COMMIT: everything up to the pipeline's one Sync is a single implicit
-        # transaction (an error rolls it all back), and READ COMMITTED gives the second
-        # statement a snapshot taken after the lock was granted.
+        # transaction (an error rolls it all back), and READ COMMITTED gives each
+        # statement a snapshot taken after the previous one (the lock) was done.
         async with conn.pipeline():
-            await conn.execute(lock, lock_params)
-            cur = await conn.execute(query, params)
-        return list(await cur.fetchall())
+            cursors = [await conn.execute(q, p) for q, p in statements]
+        return [list(await cur.fetchall()) for cur in cursors]
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -105,22 +103,18 @@ class _SyncSession(Session):
     async def fetch(self, query: Query, params: Params | None = None) -> list[Row]:
         return await asyncio.to_thread(self._fetch, query, params)
 
-    def _serialised(self, lock: Query, lock_params: Params, query: Query,
-                    params: Params) -> list[Row]:
+    def _serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
         conn = self.conn
         if not psycopg.Pipeline.is_supported():
             with conn.transaction():
-                conn.execute(lock, lock_params)
-                cur = conn.execute(query, params)
-            return list(cur.fetchall())
+                cursors = [conn.execute(q, p) for q, p in statements]
+                return [list(cur.fetchall()) for cur in cursors]
         with conn.pipeline():  # one implicit transaction: see _AsyncSession.serialised
-            conn.execute(lock, lock_params)
-            cur = conn.execute(query, params)
-        return list(cur.fetchall())
+            cursors = [conn.execute(q, p) for q, p in statements]
+        return [list(cur.fetchall()) for cur in cursors]
 
-    async def serialised(self, lock: Query, lock_params: Params, query: Query,
-                         params: Params) -> list[Row]:
-        return await asyncio.to_thread(self._serialised, lock, lock_params, query, params)
+    async def serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
+        return await asyncio.to_thread(self._serialised, statements)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

@@ -27,7 +27,12 @@ _NOW_MS: Final = "floor(extract(epoch FROM now()) * 1000)::bigint"
 
 SETUP_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtext('anarchon:setup'), hashtext(%(table)s))"
 
-JOB_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtext(%(table)s), hashtext(%(job)s))"
+# The jobs' advisory locks, taken in one order (by key) so that two batches over the
+# same jobs queue instead of deadlocking.
+JOB_LOCK: Final = """
+SELECT count(pg_advisory_xact_lock(hashtext(%(table)s), k.key))
+FROM (SELECT DISTINCT hashtext(j) AS key FROM unnest(%(jobs)s::text[]) AS j ORDER BY 1) AS k
+"""
 
 EXISTING: Final = """
 SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(attempts)s) IS NOT NULL,
@@ -110,43 +115,52 @@ SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM r) + (SELECT count(*) FR
        + (SELECT count(*) FROM j)
 """
 
-# A new slot (scheduled or catch-up). Runs after the job's advisory lock, so its snapshot
-# already holds every earlier claim of the job; ON CONFLICT is the last line of defence.
+# Claims and finishes take arrays, one element per request (``idx`` numbers them; the
+# answers come back in ``idx`` order): a lone claim is a batch of one, so a batch is
+# judged by the very rules of a lone claim. Each statement must hold a job at most once
+# (the caller cuts a batch into rounds: see anarchon.backends.batches), since all its
+# rows are judged against one snapshot and joined to the tables by job.
+
+# New slots (scheduled or catch-up). Runs after the jobs' advisory locks, so its snapshot
+# already holds every earlier claim of the jobs; ON CONFLICT is the last line of defence.
 # Overlap looks at every other slot, not only earlier ones: with a jitter longer than the
 # interval, slot N's claim can arrive after slot N+1 started, and must not run beside it.
 CLAIM_NEW: Final = f"""
 WITH p AS (
-    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
-           %(reason)s::text AS reason, %(lease_ms)s::bigint AS lease_ms,
-           %(max_late_ms)s::bigint AS max_late_ms, %(catch_up)s::boolean AS catch_up,
-           %(catch_up_ms)s::bigint AS catch_up_ms, %(skip_overlap)s::boolean AS skip_overlap,
-           {_NOW_MS} AS now_ms
+    SELECT c.*, {_NOW_MS} AS now_ms
+    FROM unnest(%(idx)s::integer[], %(jobs)s::text[], %(slots)s::bigint[],
+                %(owners)s::text[], %(reasons)s::text[], %(lease_ms)s::bigint[],
+                %(max_late_ms)s::bigint[], %(catch_up)s::boolean[],
+                %(catch_up_ms)s::bigint[], %(skip_overlap)s::boolean[])
+         AS c(idx, job, slot, owner, reason, lease_ms, max_late_ms, catch_up, catch_up_ms,
+              skip_overlap)
 ),
 interrupted AS (
     UPDATE {{runs}} r SET status = 'interrupted'
     FROM p
     WHERE r.job = p.job AND r.slot < p.slot AND r.status = 'running'
       AND r.lease_until <= p.now_ms
-    RETURNING r.job, r.slot, r.attempt
+    RETURNING r.job, r.slot, r.attempt, p.now_ms
 ),
 interrupted_history AS (
-    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms, error = NULL
-    FROM interrupted i, p
+    UPDATE {{attempts}} a SET status = 'interrupted', finished_at = i.now_ms, error = NULL
+    FROM interrupted i
     WHERE a.job = i.job AND a.slot = i.slot AND a.attempt = i.attempt
       AND a.status = 'running' AND NOT a.manual
     RETURNING a.id
 ),
 existing AS (
-    SELECT r.status FROM {{runs}} r, p WHERE r.job = p.job AND r.slot = p.slot
+    SELECT p.idx, r.status FROM {{runs}} r JOIN p ON r.job = p.job AND r.slot = p.slot
 ),
 verdict AS (
-    SELECT CASE
+    SELECT p.idx, CASE
         WHEN CASE WHEN p.catch_up
                   THEN p.slot <= p.now_ms - p.catch_up_ms OR NOT EXISTS (
                        SELECT 1 FROM {{jobs}} j WHERE j.name = p.job AND j.first_seen <= p.slot)
                   ELSE p.now_ms > p.slot + p.max_late_ms END THEN 'late'
-        WHEN EXISTS (SELECT 1 FROM existing WHERE status = 'skipped') THEN 'overlap'
-        WHEN EXISTS (SELECT 1 FROM existing) THEN 'taken'
+        WHEN EXISTS (SELECT 1 FROM existing e WHERE e.idx = p.idx AND e.status = 'skipped')
+             THEN 'overlap'
+        WHEN EXISTS (SELECT 1 FROM existing e WHERE e.idx = p.idx) THEN 'taken'
         WHEN p.skip_overlap AND EXISTS (
              SELECT 1 FROM {{runs}} o
              WHERE o.job = p.job AND o.slot <> p.slot AND o.status = 'running'
@@ -159,36 +173,39 @@ inserted AS (
     SELECT p.job, p.slot, CASE WHEN v.outcome = 'won' THEN 'running' ELSE 'skipped' END,
            p.owner, CASE WHEN v.outcome = 'won' THEN 1 ELSE 0 END,
            CASE WHEN v.outcome = 'won' THEN 1 ELSE 0 END, false, p.now_ms + p.lease_ms
-    FROM p, verdict v
-    WHERE v.outcome = 'won' OR (v.outcome = 'overlap' AND NOT EXISTS (SELECT 1 FROM existing))
+    FROM p JOIN verdict v ON v.idx = p.idx
+    WHERE v.outcome = 'won' OR (v.outcome = 'overlap'
+                                AND NOT EXISTS (SELECT 1 FROM existing e WHERE e.idx = p.idx))
     ON CONFLICT (job, slot) DO NOTHING
-    RETURNING status
+    RETURNING job, slot, status
 ),
 history AS (
     INSERT INTO {{attempts}} (job, slot, attempt, instance, manual, reason, status, started_at)
     SELECT p.job, p.slot, 1, p.owner, false, p.reason, 'running', p.now_ms
-    FROM p, inserted i WHERE i.status = 'running'
-    RETURNING id
+    FROM p JOIN inserted i ON i.job = p.job AND i.slot = p.slot WHERE i.status = 'running'
+    RETURNING job
 )
-SELECT CASE WHEN v.outcome = 'won' AND NOT EXISTS (SELECT 1 FROM history) THEN 'taken'
-            ELSE v.outcome END,
-       CASE WHEN EXISTS (SELECT 1 FROM history) THEN 1 ELSE 0 END,
-       p.now_ms,
-       (SELECT count(*) FROM interrupted_history)
-FROM p, verdict v
+SELECT p.idx,
+       CASE WHEN v.outcome = 'won' AND h.job IS NULL THEN 'taken' ELSE v.outcome END,
+       CASE WHEN h.job IS NULL THEN 0 ELSE 1 END,
+       p.now_ms
+FROM p JOIN verdict v ON v.idx = p.idx LEFT JOIN history h ON h.job = p.job
+ORDER BY p.idx
 """
 
-# A takeover of a running attempt whose lease expired. The UPDATE re-checks its WHERE on
+# Takeovers of running attempts whose lease expired. The UPDATE re-checks its WHERE on
 # the newest row version (READ COMMITTED), so a renewal that committed after this
 # statement's snapshot wins over the verdict: the result is then 'taken'.
 CLAIM_TAKEOVER: Final = f"""
 WITH p AS (
-    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
-           %(lease_ms)s::bigint AS lease_ms, %(expected)s::integer AS expected,
-           %(max_attempts)s::integer AS max_attempts, {_NOW_MS} AS now_ms
+    SELECT c.*, {_NOW_MS} AS now_ms
+    FROM unnest(%(idx)s::integer[], %(jobs)s::text[], %(slots)s::bigint[],
+                %(owners)s::text[], %(lease_ms)s::bigint[], %(expected)s::integer[],
+                %(max_attempts)s::integer[])
+         AS c(idx, job, slot, owner, lease_ms, expected, max_attempts)
 ),
 verdict AS (
-    SELECT CASE
+    SELECT p.idx, CASE
         WHEN r.status IS DISTINCT FROM 'running' OR r.attempt <> p.expected
              OR r.lease_until > p.now_ms THEN 'taken'
         WHEN NOT r.handed_over AND r.counted >= p.max_attempts THEN 'exhausted'
@@ -204,30 +221,30 @@ updated AS (
         handed_over = false,
         lease_until = CASE WHEN v.outcome = 'won' THEN p.now_ms + p.lease_ms
                            ELSE r.lease_until END
-    FROM p, verdict v
+    FROM p JOIN verdict v ON v.idx = p.idx
     WHERE r.job = p.job AND r.slot = p.slot AND v.outcome IN ('won', 'exhausted')
       AND r.status = 'running' AND r.attempt = p.expected AND r.lease_until <= p.now_ms
-    RETURNING r.attempt, r.status
+    RETURNING p.idx, r.attempt, r.status
 ),
 old_history AS (
     UPDATE {{attempts}} a SET status = 'interrupted', finished_at = p.now_ms, error = NULL
-    FROM p
-    WHERE EXISTS (SELECT 1 FROM updated) AND a.job = p.job AND a.slot = p.slot
+    FROM p JOIN updated u ON u.idx = p.idx
+    WHERE a.job = p.job AND a.slot = p.slot
       AND a.attempt = p.expected AND a.status = 'running' AND NOT a.manual
     RETURNING a.id
 ),
 new_history AS (
     INSERT INTO {{attempts}} (job, slot, attempt, instance, manual, reason, status, started_at)
     SELECT p.job, p.slot, u.attempt, p.owner, false, 'takeover', 'running', p.now_ms
-    FROM p, updated u WHERE u.status = 'running'
+    FROM p JOIN updated u ON u.idx = p.idx WHERE u.status = 'running'
     RETURNING id
 )
-SELECT CASE WHEN v.outcome <> 'taken' AND NOT EXISTS (SELECT 1 FROM updated) THEN 'taken'
-            ELSE v.outcome END,
-       COALESCE((SELECT u.attempt FROM updated u WHERE u.status = 'running'), 0),
-       p.now_ms,
-       (SELECT count(*) FROM old_history) + (SELECT count(*) FROM new_history)
-FROM p, verdict v
+SELECT p.idx,
+       CASE WHEN v.outcome <> 'taken' AND u.idx IS NULL THEN 'taken' ELSE v.outcome END,
+       CASE WHEN u.status = 'running' THEN u.attempt ELSE 0 END,
+       p.now_ms
+FROM p JOIN verdict v ON v.idx = p.idx LEFT JOIN updated u ON u.idx = p.idx
+ORDER BY p.idx
 """
 
 CONFIRM: Final = """
@@ -291,49 +308,52 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM history),
 """
 
 # Pruning sees the statement's snapshot, where the attempt being finished is still
-# 'running': it is never deleted by its own finish (it may go at a later one).
+# 'running': it is never deleted by its own finish (it may go at a later one). ``{source}``
+# gives one row ``p`` (job, now_ms, history_size, history_ttl_ms) per job to prune.
 _PRUNE: Final = """
 pruned AS (
-    DELETE FROM {attempts} a
-    USING p
-    WHERE EXISTS (SELECT 1 FROM done) AND a.job = p.job AND a.status <> 'running'
-      AND (a.id NOT IN (SELECT k.id FROM {attempts} k WHERE k.job = p.job
-                        ORDER BY k.started_at DESC, k.id DESC LIMIT %(history_size)s)
+    DELETE FROM {{attempts}} a
+    USING {source}
+    WHERE a.job = p.job AND a.status <> 'running'
+      AND (a.id NOT IN (SELECT k.id FROM {{attempts}} k WHERE k.job = p.job
+                        ORDER BY k.started_at DESC, k.id DESC LIMIT p.history_size)
            OR a.finished_at < p.now_ms - p.history_ttl_ms)
     RETURNING a.id
 )"""
 
 FINISH: Final = f"""
 WITH p AS (
-    SELECT %(job)s::text AS job, %(slot)s::bigint AS slot, %(owner)s::text AS owner,
-           %(attempt)s::integer AS attempt, %(status)s::text AS status, %(error)s::text AS error,
-           %(history_ttl_ms)s::bigint AS history_ttl_ms, %(retain_runs_ms)s::bigint AS retain_ms,
-           {_NOW_MS} AS now_ms
+    SELECT f.*, {_NOW_MS} AS now_ms
+    FROM unnest(%(idx)s::integer[], %(jobs)s::text[], %(slots)s::bigint[],
+                %(owners)s::text[], %(attempts)s::integer[], %(statuses)s::text[],
+                %(errors)s::text[], %(history_sizes)s::integer[],
+                %(history_ttl_ms)s::bigint[], %(retain_ms)s::bigint[])
+         AS f(idx, job, slot, owner, attempt, status, error, history_size, history_ttl_ms,
+              retain_ms)
 ),
 done AS (
     UPDATE {{runs}} r SET status = p.status, lease_until = p.now_ms
     FROM p
     WHERE r.job = p.job AND r.slot = p.slot AND r.owner = p.owner AND r.attempt = p.attempt
       AND r.status = 'running' AND NOT r.handed_over
-    RETURNING r.job
+    RETURNING p.idx
 ),
 history AS (
     UPDATE {{attempts}} a SET status = p.status, finished_at = p.now_ms, error = p.error
-    FROM p
-    WHERE EXISTS (SELECT 1 FROM done) AND a.job = p.job AND a.slot = p.slot
+    FROM p JOIN done d ON d.idx = p.idx
+    WHERE a.job = p.job AND a.slot = p.slot
       AND a.attempt = p.attempt AND a.status = 'running' AND NOT a.manual
     RETURNING a.id
 ),
-{_PRUNE},
+{_PRUNE.format(source="p JOIN done d ON d.idx = p.idx")},
 old_runs AS (
     DELETE FROM {{runs}} r
-    USING p
-    WHERE EXISTS (SELECT 1 FROM done) AND p.retain_ms > 0 AND r.job = p.job
+    USING p JOIN done d ON d.idx = p.idx
+    WHERE p.retain_ms > 0 AND r.job = p.job
       AND r.slot < p.now_ms - p.retain_ms AND r.slot <> p.slot AND r.status <> 'running'
     RETURNING r.slot
 )
-SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM history),
-       (SELECT count(*) FROM pruned), (SELECT count(*) FROM old_runs)
+SELECT p.idx, d.idx IS NOT NULL FROM p LEFT JOIN done d ON d.idx = p.idx ORDER BY p.idx
 """
 
 # A detail text on a running attempt (it stays running), fenced by (owner, attempt); the
@@ -357,6 +377,7 @@ RETURNING id
 FINISH_MANUAL: Final = f"""
 WITH p0 AS (
     SELECT %(id)s::bigint AS id, %(status)s::text AS status, %(error)s::text AS error,
+           %(history_size)s::integer AS history_size,
            %(history_ttl_ms)s::bigint AS history_ttl_ms, {_NOW_MS} AS now_ms
 ),
 done AS (
@@ -365,8 +386,8 @@ done AS (
     WHERE a.id = p0.id AND a.manual AND a.status = 'running'
     RETURNING a.job
 ),
-p AS (SELECT d.job, p0.now_ms, p0.history_ttl_ms FROM done d, p0),
-{_PRUNE}
+p AS (SELECT d.job, p0.now_ms, p0.history_size, p0.history_ttl_ms FROM done d, p0),
+{_PRUNE.format(source="p")}
 SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM pruned)
 """
 

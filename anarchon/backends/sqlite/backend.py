@@ -1,4 +1,4 @@
-"""SqliteBackend: one ``BEGIN IMMEDIATE`` transaction per claim, on one machine.
+"""SqliteBackend: one ``BEGIN IMMEDIATE`` transaction per claim (or batch), on one machine.
 
 SQLite has no server: the store clock is the clock of the machine holding the file
 (shared by every instance on it). WAL and file locks do not work over network
@@ -33,6 +33,7 @@ from ..base import (
     RunState,
     TriggerRequest,
 )
+from ..batches import check_claims, check_finishes, lone
 from ..urls import split_options
 from .schema import FORMAT_VERSION, Tables
 from .transactions import claim, end_attempt, finish_run, first, prune, record
@@ -56,6 +57,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
     name = "sqlite"
     supports_triggers = True
     supports_values = True
+    supports_claim_batches = True
 
     def __init__(
         self,
@@ -231,11 +233,23 @@ class SqliteBackend(SqliteValues, LeaseBackend):
             await self._call(run)
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
-        return await self._call(lambda connection: self._claim(connection, request))
+        """One ``BEGIN IMMEDIATE`` transaction. See ClaimRequest for the rules."""
+        return await lone(self.claim_many, request)
 
-    def _claim(self, connection: sqlite3.Connection, req: ClaimRequest) -> ClaimResult:
-        with self._write(connection) as cur:
-            return claim(cur, self._tables, req, self._now())
+    async def claim_many(self, requests: Sequence[ClaimRequest]
+                         ) -> list[ClaimResult | Exception]:
+        """One ``BEGIN IMMEDIATE`` transaction for all the requests, each judged as a
+        lone claim is, in order, at one store time; all are checked before any write."""
+        check_claims(requests)
+        if not requests:
+            return []
+
+        def run(connection: sqlite3.Connection) -> list[ClaimResult | Exception]:
+            with self._write(connection) as cur:
+                now = self._now()
+                return [claim(cur, self._tables, r, now) for r in requests]
+
+        return await self._call(run)
 
 
     async def confirm(self, request: ClaimRequest) -> int:
@@ -347,9 +361,20 @@ class SqliteBackend(SqliteValues, LeaseBackend):
     # -- outcomes and history --------------------------------------------------------------
 
     async def finish(self, finish: Finish) -> bool:
-        def run(connection: sqlite3.Connection) -> bool:
+        """Record the outcome (fenced by owner and attempt) and bound history."""
+        return await lone(self.finish_many, finish)
+
+    async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
+        """Every outcome in one ``BEGIN IMMEDIATE`` transaction, each recorded as
+        :meth:`finish` would; all are checked before any write."""
+        check_finishes(finishes)
+        if not finishes:
+            return []
+
+        def run(connection: sqlite3.Connection) -> list[bool | Exception]:
             with self._write(connection) as cur:
-                return finish_run(cur, self._tables, finish, self._now())
+                now = self._now()
+                return [finish_run(cur, self._tables, f, now) for f in finishes]
 
         return await self._call(run)
 

@@ -1,0 +1,126 @@
+"""Claims and finishes on PostgreSQL, lone or batched, as one transaction each.
+
+A batch (a lone claim is a batch of one) goes in one round trip: the advisory locks of
+all its jobs (one statement, in key order), then per round (see
+:mod:`anarchon.backends.batches`) one statement for the new slots and one for the
+takeovers, each over arrays (``unnest``); finishes need no lock. Deadlocks and
+serialisation failures roll the whole transaction back and it is sent again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final, cast
+
+from psycopg import errors as pg_errors
+
+from ...errors import StoreError
+from ..base import ClaimOutcome, ClaimRequest, ClaimResult, Finish
+from ..batches import rounds
+from .links import Query, Row, Statement
+
+_RETRIES: Final = 5
+
+
+def _columns(items: Sequence[Any], positions: list[int],
+             fields: dict[str, Callable[[Any], object]]) -> dict[str, list[object]]:
+    chosen = [items[p] for p in positions]
+    columns: dict[str, list[object]] = {"idx": list(positions)}
+    for key, get in fields.items():
+        columns[key] = [get(item) for item in chosen]
+    return columns
+
+
+_NEW: Final[dict[str, Callable[[ClaimRequest], object]]] = {
+    "jobs": lambda r: r.name, "slots": lambda r: r.slot, "owners": lambda r: r.owner,
+    "reasons": lambda r: r.reason, "lease_ms": lambda r: r.lease_ms,
+    "max_late_ms": lambda r: r.max_late_ms, "catch_up": lambda r: r.reason == "catch-up",
+    "catch_up_ms": lambda r: r.catch_up_ms, "skip_overlap": lambda r: r.overlap == "skip",
+}
+_TAKEOVER: Final[dict[str, Callable[[ClaimRequest], object]]] = {
+    "jobs": lambda r: r.name, "slots": lambda r: r.slot, "owners": lambda r: r.owner,
+    "lease_ms": lambda r: r.lease_ms, "expected": lambda r: r.expected_attempt,
+    "max_attempts": lambda r: r.max_attempts,
+}
+_FINISH: Final[dict[str, Callable[[Finish], object]]] = {
+    "jobs": lambda f: f.name, "slots": lambda f: f.slot, "owners": lambda f: f.owner,
+    "attempts": lambda f: f.attempt, "statuses": lambda f: f.status,
+    "errors": lambda f: f.error, "history_sizes": lambda f: max(1, f.history_size),
+    "history_ttl_ms": lambda f: f.history_ttl_ms, "retain_ms": lambda f: f.retain_runs_ms,
+}
+
+
+class Statements:
+    """Builds the statements of a claim or finish batch from the backend's queries."""
+
+    def __init__(self, *, table: str, lock: Query, new: Query, takeover: Query,
+                 finish: Query) -> None:
+        self._table = table
+        self._lock = lock
+        self._new = new
+        self._takeover = takeover
+        self._finish = finish
+
+    def claims(self, requests: Sequence[ClaimRequest]) -> list[Statement]:
+        """The lock, then per round the new-slot and the takeover statement (if any)."""
+        jobs = sorted({r.name for r in requests})
+        statements: list[Statement] = [(self._lock, {"table": self._table, "jobs": jobs})]
+        for positions in rounds(requests, lambda r: r.name):
+            new = [p for p in positions if requests[p].reason != "takeover"]
+            taken = [p for p in positions if requests[p].reason == "takeover"]
+            if new:
+                statements.append((self._new, _columns(requests, new, _NEW)))
+            if taken:
+                statements.append((self._takeover, _columns(requests, taken, _TAKEOVER)))
+        return statements
+
+    def finishes(self, finishes: Sequence[Finish]) -> list[Statement]:
+        """One finish statement per round."""
+        return [(self._finish, _columns(finishes, positions, _FINISH))
+                for positions in rounds(finishes, lambda f: f.name)]
+
+
+def claim_answers(results: list[list[Row]], count: int) -> list[ClaimResult]:
+    """The answers, in request order, from the rows ``(idx, outcome, attempt, now)`` of
+    every statement after the lock."""
+    answers: list[ClaimResult | None] = [None] * count
+    for rows in results[1:]:
+        for idx, outcome, attempt, now_ms in rows:
+            answers[idx] = ClaimResult(outcome=cast(ClaimOutcome, outcome),
+                                       attempt=int(attempt), store_ms=int(now_ms))
+    return _complete(answers)
+
+
+def finish_answers(results: list[list[Row]], count: int) -> list[bool]:
+    """The answers, in finish order, from the rows ``(idx, recorded)``."""
+    answers: list[bool | None] = [None] * count
+    for rows in results:
+        for idx, recorded in rows:
+            answers[idx] = bool(recorded)
+    return _complete(answers)
+
+
+def _complete(answers: list[Any]) -> list[Any]:
+    missing = sum(a is None for a in answers)
+    if missing:
+        raise StoreError(f"PostgreSQL answered {len(answers) - missing} of "
+                         f"{len(answers)} item(s) of a batch")
+    return answers
+
+
+async def with_retries(send: Callable[[], Awaitable[list[list[Row]]]]) -> list[list[Row]]:
+    """``send()`` again after a deadlock or serialisation failure (everything was rolled
+    back), at most a few times; other errors propagate."""
+    for attempt in range(_RETRIES):
+        try:
+            return await send()
+        except StoreError as exc:
+            cause = exc.__cause__
+            retriable = isinstance(cause, (pg_errors.DeadlockDetected,
+                                           pg_errors.SerializationFailure))
+            if not retriable or attempt == _RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = ["Statements", "claim_answers", "finish_answers", "with_retries"]
