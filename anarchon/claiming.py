@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .backends.base import ClaimReason, ClaimRequest, LeaseBackend, RunKey
+from .backlog import Backlog
 from .durations import to_ms
 from .jobs import Job
 
@@ -28,6 +29,8 @@ class Claims:
 
     def __init__(self, host: AsyncScheduler) -> None:
         self.host = host
+        #: the slots given up (counted per job; a warning when claims fall behind)
+        self.backlog = Backlog()
 
     async def recover(self) -> None:
         assert isinstance(self.host.backend, LeaseBackend) and self.host._keeper is not None
@@ -65,7 +68,8 @@ class Claims:
         except Exception as exc:
             await self._claim_unknown(job, request, exc, sent_at)
         else:
-            self.claimed(job, request, result.outcome, result.attempt, sent_at)
+            self.claimed(job, request, result.outcome, result.attempt, sent_at,
+                         result.store_ms)
 
     async def claim_together(self, claims: list[tuple[Job, int]]) -> None:
         """Claim slots that fell due together in as few store calls as the backend
@@ -79,7 +83,8 @@ class Claims:
             if isinstance(answer, Exception):
                 self.host._spawn(self._claim_unknown(job, request, answer, sent_at))
             else:
-                self.claimed(job, request, answer.outcome, answer.attempt, sent_at)
+                self.claimed(job, request, answer.outcome, answer.attempt, sent_at,
+                             answer.store_ms)
 
     async def _claim_unknown(self, job: Job, request: ClaimRequest, error: Exception,
                              sent_at: float) -> None:
@@ -95,8 +100,9 @@ class Claims:
             self.claimed(job, request, "won", attempt, sent_at)
 
     def claimed(self, job: Job, request: ClaimRequest, outcome: str, attempt: int,
-                 sent_at: float) -> None:
-        """Act on the store's answer to a claim: run it, back it up, or skip it."""
+                 sent_at: float, store_ms: int | None = None) -> None:
+        """Act on the store's answer (given at ``store_ms``, if known) to a claim: run
+        it, back it up, or skip it (counting a slot given up as late or overlapping)."""
         slot, reason = request.slot, request.reason
         if outcome == "won":
             self.host._attempts.execute(job, slot, attempt, reason, sent_at)
@@ -110,4 +116,8 @@ class Claims:
                 self.host._emit("skip", job.name, slot, reason=outcome)
         elif (outcome == "late" and reason == "scheduled") or (
                 outcome == "overlap" and reason != "takeover"):
+            if outcome == "late":
+                self.backlog.late(job.name, slot, store_ms)
+            else:
+                self.backlog.skip(job.name, outcome)
             self.host._emit("skip", job.name, slot, reason=outcome)

@@ -250,6 +250,7 @@ class AsyncScheduler(JobRegistry):
 
     def _job_removed(self, name: str) -> None:
         self._on_loop(lambda: self._plan.remove(name))
+        self._claiming.backlog.forget(name)
 
     @staticmethod
     def _spec(job: Job) -> JobSpec:
@@ -430,7 +431,8 @@ class AsyncScheduler(JobRegistry):
 
     def _info(self, job: Job) -> JobInfo:
         return JobInfo(job.name, job.schedule.kind, job.schedule.describe(),
-                       self.next_run(job.name), dict(job.explicit))
+                       self.next_run(job.name), dict(job.explicit),
+                       self._claiming.backlog.skipped(job.name))
 
 
 def _log_crash(task: asyncio.Task[Any]) -> None:

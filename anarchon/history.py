@@ -36,10 +36,17 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class JobInfo:
-    """A job as ``jobs()`` reports it."""
+    """A job as ``jobs()`` reports it.
+
+    ``skipped``: slots of the job this instance gave up since it started, by reason
+    (``"late"``: the claim reached the store after ``slot + max_late``, because the store
+    or the instance could not keep up; ``"overlap"``); empty for jobs only other
+    instances run.
+    """
 
     name: str
     kind: str
     schedule: str
     next_run: datetime | None
     options: dict[str, Any] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
