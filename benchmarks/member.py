@@ -36,6 +36,9 @@ from anarchon import AsyncScheduler, RunContext, Scheduler, from_url
 from .common import usage
 from .instrumented import counted_backend, delta
 
+#: when this process began (start-up time is measured from here)
+BEGAN = time.monotonic()
+
 #: slot -> {job name: (raw draw ms, applied delay ms)}; the last draw of this process
 DELAYS: dict[int, dict[str, tuple[float, float]]] = {}
 _LAST_DRAW = [0.0]
@@ -96,11 +99,16 @@ async def load(config: dict[str, Any]) -> None:
             starts.append((ctx.name, ctx.slot, ctx.attempt, now, drawn, applied))
 
     add = getattr(scheduler, config["kind"])
+    adding = time.monotonic()
     for i in range(config["jobs"]):
         add(f"job-{i}", config["when"], handler, **config.get("job_options", {}))
     errors: list[str] = []
     scheduler.on("error", lambda event: errors.append(repr(event.error)))
+    starting = time.monotonic()
     await scheduler.start()
+    startup = {"startup_s": round(time.monotonic() - BEGAN, 2),
+               "add_jobs_s": round(starting - adding, 2),
+               "start_s": round(time.monotonic() - starting, 2)}
     print("ready", flush=True)
     t0, t_end = await asyncio.to_thread(_read_go)
     window[:] = [t0, t_end]
@@ -114,7 +122,7 @@ async def load(config: dict[str, Any]) -> None:
         "instance": config["instance"], "pid": os.getpid(), "seconds": elapsed,
         "cpu_s": after["cpu_s"] - before["cpu_s"], "peak_rss_mib": after["peak_rss_mib"],
         "counts": delta(calls_after, calls_before), "starts": starts, "errors": errors[:20],
-        "error_count": len(errors),
+        "error_count": len(errors), **startup,
     }
     # written before stop(): an overloaded instance may take long to stop
     await asyncio.to_thread(Path(config["result"]).write_text, json.dumps(result))

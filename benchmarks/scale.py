@@ -85,6 +85,7 @@ def _per_instance(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "round_trips_per_s": round(m["counts"].get("round_trips", 0) / m["seconds"], 2)
             if "round_trips" in m["counts"] else None,
             "calls": calls, "errors": m["error_count"],
+            "startup_s": m.get("startup_s"), "start_s": m.get("start_s"),
         })
     return rows
 
@@ -134,6 +135,7 @@ def scale(store: str, base: str | None, workdir: Path, jobs: int, seconds: float
         "delay_after_slot": summary_ms(after_slot),
         "cpu_pct_max": max(r["cpu_pct"] for r in rows),
         "peak_rss_mib_max": max(r["peak_rss_mib"] for r in rows),
+        "startup_s_max": max(r["startup_s"] or 0 for r in rows),
         "server_commands_per_s": round(server_ops / seconds, 1) if server_ops else None,
         "per_instance": rows,
         "errors": [e for m in members for e in m["errors"]][:5],
@@ -142,15 +144,17 @@ def scale(store: str, base: str | None, workdir: Path, jobs: int, seconds: float
 
 
 def idle(store: str, base: str | None, workdir: Path, jobs: int, seconds: float,
-         instances: int = 1) -> dict[str, Any]:
-    """One idle-cost row: ``jobs`` registered jobs, none due (cron once a year)."""
+         instances: int = 1, cron: str = "0 0 1 1 *") -> dict[str, Any]:
+    """One idle-cost row: ``jobs`` registered jobs, none due in the window (``cron``:
+    once a year by default; ``"0 3 * * *"`` is the tenants-style daily job)."""
     members, _, server_ops = _run(
-        store, base, workdir, jobs=jobs, kind="cron", when="0 0 1 1 *", seconds=seconds,
+        store, base, workdir, jobs=jobs, kind="cron", when=cron, seconds=seconds,
         instances=instances, options={}, job_options={"catch_up": 0}, grace=0.0)
     rows = _per_instance(members)
     calls = sum(sum(r["calls"].values()) for r in rows)
     return {
         "backend": store, "jobs": jobs, "seconds": seconds, "instances": instances,
+        "cron": cron, "startup_s_max": max(r["startup_s"] or 0 for r in rows),
         "cpu_pct_max": max(r["cpu_pct"] for r in rows),
         "peak_rss_mib_max": max(r["peak_rss_mib"] for r in rows),
         "store_calls": calls, "store_calls_per_s": round(calls / seconds, 3),

@@ -51,9 +51,12 @@ def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
     assert [r["runs_in_flight"] for r in beats] == [1, 100, 1000]
     for row in beats:  # one round trip per heartbeat, whatever the runs in flight
         assert row["round_trips_per_heartbeat"] == 1.0, row
-    (scale,) = results["scale"]
-    assert scale["duplicates"] == 0, scale
-    assert scale["started"] >= 0.95 * scale["expected"], scale
+    scales = [r for r in results["scale"] if "error" not in r]
+    wanted = {"redis", "postgres", "sqlite"} - set(missing)  # the SQL stores at 200 jobs/s
+    assert {r["backend"] for r in scales} == wanted, results["scale"]
+    for scale in scales:
+        assert scale["duplicates"] == 0, scale
+        assert scale["started"] >= 0.95 * scale["expected"], scale
     (idle,) = results["idle"]
     assert idle["store_calls_per_s"] <= 1.0, idle
     kinds = {r["kind"]: r for r in results["handover"]}
