@@ -104,6 +104,14 @@ async def load(config: dict[str, Any]) -> None:
         add(f"job-{i}", config["when"], handler, **config.get("job_options", {}))
     errors: list[str] = []
     scheduler.on("error", lambda event: errors.append(repr(event.error)))
+    # slots of the window this instance gave up (late, overlap), with the reason
+    given_up: list[tuple[str | None, int | None, str | None]] = []
+
+    def skipped(event: Any) -> None:
+        if event.reason != "taken" and window[0] * 1000 <= (event.slot or 0) < window[1] * 1000:
+            given_up.append((event.name, event.slot, event.reason))
+
+    scheduler.on("skip", skipped)
     starting = time.monotonic()
     await scheduler.start()
     startup = {"startup_s": round(time.monotonic() - BEGAN, 2),
@@ -122,7 +130,7 @@ async def load(config: dict[str, Any]) -> None:
         "instance": config["instance"], "pid": os.getpid(), "seconds": elapsed,
         "cpu_s": after["cpu_s"] - before["cpu_s"], "peak_rss_mib": after["peak_rss_mib"],
         "counts": delta(calls_after, calls_before), "starts": starts, "errors": errors[:20],
-        "error_count": len(errors), **startup,
+        "error_count": len(errors), "given_up": given_up, **startup,
     }
     # written before stop(): an overloaded instance may take long to stop
     await asyncio.to_thread(Path(config["result"]).write_text, json.dumps(result))

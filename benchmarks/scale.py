@@ -122,9 +122,18 @@ def scale(store: str, base: str | None, workdir: Path, jobs: int, seconds: float
                          if s % int(interval * 1000) == 0]) or int(seconds / interval)
     expected = jobs * slots_per_job
     rows = _per_instance(members)
+    # slots no instance started but at least one gave up (and said so), by reason
+    given_up: dict[tuple[str, int], str] = {}
+    for m in members:
+        for name, slot, reason in m.get("given_up", []):
+            if (name, slot) not in per_slot:
+                given_up.setdefault((name, slot), reason)
+    reasons = Counter(given_up.values())
     return {
         "backend": store, "jobs": jobs, "interval_s": interval, "seconds": seconds,
         "instances": instances, "expected": expected, "started": len(per_slot),
+        "given_up_late": reasons["late"], "given_up_overlap": reasons["overlap"],
+        "unaccounted": expected - len(per_slot) - len(given_up),
         "duplicates": sum(n - 1 for n in per_slot.values()),
         # two instances both started attempt 1 (a broken claim), vs. later attempts
         # (a backup took over a run whose finish never reached the store)
