@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -241,16 +241,17 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         """One ``BEGIN IMMEDIATE`` transaction for all the requests, each judged as a
         lone claim is, in order, at one store time; all are checked before any write."""
         check_claims(requests)
-        if not requests:
-            return []
+        return await self._each_in_one_transaction(requests, claim)
 
-        def run(connection: sqlite3.Connection) -> list[ClaimResult | Exception]:
+    def _each_in_one_transaction(self, items: Sequence[Any], each: Callable[..., T]
+                                 ) -> Awaitable[list[T]]:
+        """``each(cursor, tables, item, now)`` for every item, in one transaction."""
+        def run(connection: sqlite3.Connection) -> list[T]:
             with self._write(connection) as cur:
                 now = self._now()
-                return [claim(cur, self._tables, r, now) for r in requests]
+                return [each(cur, self._tables, item, now) for item in items]
 
-        return await self._call(run)
-
+        return self._call(run) if items else asyncio.sleep(0, [])
 
     async def confirm(self, request: ClaimRequest) -> int:
         def run(connection: sqlite3.Connection) -> int:
@@ -368,15 +369,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         """Every outcome in one ``BEGIN IMMEDIATE`` transaction, each recorded as
         :meth:`finish` would; all are checked before any write."""
         check_finishes(finishes)
-        if not finishes:
-            return []
-
-        def run(connection: sqlite3.Connection) -> list[bool | Exception]:
-            with self._write(connection) as cur:
-                now = self._now()
-                return [finish_run(cur, self._tables, f, now) for f in finishes]
-
-        return await self._call(run)
+        return list(await self._each_in_one_transaction(finishes, finish_run))
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         def run(connection: sqlite3.Connection) -> str:
