@@ -1,11 +1,8 @@
 """Building the store from ``ANARCHON["BACKEND"]``, including the ``"django"`` backend.
 
-The ``"django"`` backend is the core's own SQLite or PostgreSQL backend pointed at one of
-the project's databases (``OPTIONS["database"]``, default ``"default"``), with its tables
-(``OPTIONS["table"]``, default ``anarchon_runs``) beside the application's. It opens its
-own connection from the database settings instead of borrowing Django's: Django's
-connections are per thread and belong to the request or job that uses them, while the
-scheduler heartbeats from its own thread.
+The ``"django"`` backend is a lease store written on the Django ORM
+(:mod:`anarchon_django.store`): ordinary models in the project's database, the one
+``OPTIONS["database"]`` names or ``DATABASE_ROUTERS`` choose.
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 from django.utils.module_loading import import_string
 
-from anarchon import SqliteBackend, from_url
+from anarchon import from_url
 from anarchon.backends import Backend
 
 from .conf import AnarchonSettings, SettingsError
@@ -62,31 +59,27 @@ def build_backend(config: AnarchonSettings) -> Backend:
     return instance
 
 
-def django_backend(database: str = "default", table: str = "anarchon_runs",
+def django_backend(database: str | None = None, table: str | None = None,
                    **options: Any) -> Backend:
-    """The core backend for the project database ``database`` (SQLite or PostgreSQL)."""
-    if database not in connections:
+    """The ORM store (:class:`~anarchon_django.store.backend.DjangoBackend`) in the
+    project database ``database`` (default: the one ``DATABASE_ROUTERS`` pick).
+
+    ``table`` only names the tables of the pre-0002 store that migration 0002 copies.
+    """
+    from .store.backend import DjangoBackend
+
+    if options:
+        raise SettingsError(f"unknown ANARCHON['OPTIONS'] {sorted(options)} for the 'django' "
+                            "backend", "anarchon.E003", "it takes 'database' (and 'table', "
+                            "the old tables migration 0002 copies)")
+    if database is not None and database not in connections:
         raise SettingsError(f"ANARCHON['OPTIONS']['database'] {database!r} is not in "
                             "DATABASES", "anarchon.E003",
                             f"use one of {sorted(connections.settings)}")
-    connection = connections[database]
-    config = connection.settings_dict
-    if connection.vendor == "sqlite":
-        name = str(config["NAME"])
-        if connection.creation.is_in_memory_db(name):  # type: ignore[attr-defined]
-            raise SettingsError(
-                f"DATABASES[{database!r}] is an in-memory SQLite database, which other "
-                "processes cannot share", "anarchon.E003",
-                "use a file (for tests: DATABASES[...]['TEST']['NAME'] = a file path)")
-        return SqliteBackend(name, table=table, **options)
-    if connection.vendor == "postgresql":
-        from anarchon.backends.postgres import PostgresBackend
-
-        return PostgresBackend(postgres_dsn(config), table=table, **options)
-    raise ImproperlyConfigured(
-        f"ANARCHON backend 'django' supports SQLite and PostgreSQL databases, not "
-        f"{connection.vendor!r} (DATABASES[{database!r}]); set ANARCHON['BACKEND'] to a URL "
-        "such as 'redis://localhost:6379'")
+    try:
+        return DjangoBackend(database)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"ANARCHON backend 'django': {exc}") from exc
 
 
 def postgres_dsn(config: Mapping[str, Any]) -> str:
@@ -112,7 +105,11 @@ def backend_kind(config: AnarchonSettings) -> str:
     if isinstance(backend, Backend):
         return backend.name.split(":")[0]
     if backend == "django":
-        alias = config.options.get("database", "default")
+        from django.db import router
+
+        from .store.models import StoreRun
+
+        alias = config.options.get("database") or router.db_for_write(StoreRun)
         if alias in connections:
             vendor = connections[alias].vendor
             return {"postgresql": "postgres"}.get(vendor, vendor)

@@ -4,13 +4,17 @@
 * ``anarchon_django.view_job`` — see the jobs page.
 * ``anarchon_django.run_job`` — request a manual run ("Run now").
 
-The store's own tables are created by the backend (and by this app's migration for the
-``"django"`` backend); nothing is read through these models.
+The ``"django"`` backend's store tables are the ordinary models of
+:mod:`anarchon_django.store.models`, imported here so Django registers them.
 """
 
 from __future__ import annotations
 
 from django.db import models
+
+from .store.models import StoreAttempt, StoreJob, StoreRun, StoreTrigger
+
+__all__ = ["Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger"]
 
 
 class Run(models.Model):

@@ -15,6 +15,22 @@ find_python() {
     return 1
 }
 
+# mysqlclient (the "mysql" extra) builds against the MySQL/MariaDB client headers.
+mysql_build_deps() {
+    if command -v pkg-config >/dev/null 2>&1 &&
+       { pkg-config --exists mysqlclient || pkg-config --exists libmariadb; }; then
+        return 0
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "[setup] installing the MySQL client headers for mysqlclient (needs root and apt)" >&2
+        apt-get update -qq >&2 &&
+            apt-get install -y -qq pkg-config default-libmysqlclient-dev build-essential >&2
+    else
+        echo "[setup] mysqlclient needs pkg-config and the MySQL client headers" \
+             "(Debian: apt-get install pkg-config default-libmysqlclient-dev build-essential)" >&2
+    fi
+}
+
 setup_venv() {
     local extras="$1"
     local python
@@ -31,6 +47,9 @@ setup_venv() {
             "$python" -m venv "$VENV"
         fi
     fi
+    case ",$extras," in
+        *,mysql,*|*,all,*) mysql_build_deps ;;
+    esac
     local target="$ROOT"
     [ -n "$extras" ] && target="$ROOT[$extras]"
     echo "[setup] installing anarchon${extras:+[$extras]} into .venv" >&2

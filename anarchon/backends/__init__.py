@@ -29,6 +29,8 @@ _SCHEMES = {
     "amqps": "anarchon.backends.rabbitmq:RabbitMQBackend",
     "nats": "anarchon.backends.nats:NatsBackend",
     "tls": "anarchon.backends.nats:NatsBackend",
+    # the project database of a configured Django process (anarchon_django)
+    "django": "anarchon_django.store.backend:DjangoBackend",
 }
 
 

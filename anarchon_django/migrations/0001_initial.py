@@ -1,38 +1,18 @@
-"""Permissions for the admin pages, and the store tables of the ``"django"`` backend.
+"""Permissions for the admin pages.
 
-The tables are created by the backend's own ``open()`` (``CREATE TABLE`` + format
-version), the same code every ``manage.py anarchon run`` runs on start, so ``migrate``
-and ``run`` can never disagree about the layout. Reversing leaves them in place.
+Until 0002 this migration also had the core's SQLite or PostgreSQL backend create its own
+tables (``anarchon_runs`` …); 0002 replaces them with ordinary models and copies their
+rows, so databases that applied the old 0001 upgrade in place.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, ClassVar
 
 from django.db import migrations, models
 
 
-def create_store_tables(apps: Any, schema_editor: Any) -> None:
-    from anarchon_django.backend import django_backend
-    from anarchon_django.conf import get_settings
-
-    config = get_settings()
-    alias = schema_editor.connection.alias
-    if config.backend != "django" or config.options.get("database", "default") != alias:
-        return
-    backend = django_backend(**config.options)
-
-    async def open_and_close() -> None:
-        await backend.open()
-        await backend.close()
-
-    asyncio.run(open_and_close())
-
-
 class Migration(migrations.Migration):
-    # the backend opens its own connection: no migration transaction may hold a lock
-    atomic = False
     initial = True
     dependencies: ClassVar[list[tuple[str, str]]] = []
 
@@ -62,5 +42,4 @@ class Migration(migrations.Migration):
                 "default_permissions": ("view",),
             },
         ),
-        migrations.RunPython(create_store_tables, migrations.RunPython.noop, elidable=False),
     ]

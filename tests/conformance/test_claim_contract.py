@@ -25,7 +25,7 @@ from tests.stores import nats as nats_store
 from tests.stores import rabbitmq as rabbitmq_store
 from tests.support import EventLog, run, wait_until
 
-STORES = all_stores()
+STORES = all_stores(conformance=True)
 JOBS = ["job", "tick"]
 _CLEANUP = {"rabbitmq": rabbitmq_store.cleanup, "nats": nats_store.cleanup}
 

@@ -51,6 +51,8 @@ class StoreSpec:
     unavailable: Callable[[], str | None]
     #: removes everything these namespaces created on the server
     purge: Callable[[set[str]], None] = _keep
+    #: only the conformance suites use it (e.g. a store that needs a configured Django)
+    conformance_only: bool = False
 
     def url_for(self, namespace: str) -> str:
         """The backend URL of ``namespace``, remembered so the session end purges it."""
@@ -58,13 +60,14 @@ class StoreSpec:
         return self.make_url(namespace)
 
 
-def all_stores() -> list[StoreSpec]:
-    """Every ``STORE`` defined by a module of this package, sorted by id."""
+def all_stores(conformance: bool = False) -> list[StoreSpec]:
+    """Every ``STORE`` defined by a module of this package, sorted by id; the
+    ``conformance_only`` ones only with ``conformance=True``."""
     specs = []
     for info in pkgutil.iter_modules(__path__):
         module = importlib.import_module(f"{__name__}.{info.name}")
         spec = getattr(module, "STORE", None)
-        if isinstance(spec, StoreSpec):
+        if isinstance(spec, StoreSpec) and (conformance or not spec.conformance_only):
             specs.append(spec)
     return sorted(specs, key=lambda s: s.id)
 

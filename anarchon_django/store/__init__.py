@@ -1,0 +1,1 @@
+"""The ``"django"`` backend: a lease store written on the Django ORM."""

@@ -1,0 +1,159 @@
+"""DjangoBackend: the ``"django"`` backend, a lease store on the project's own database.
+
+The store is four ordinary models (:mod:`anarchon_django.store.models`) created by this
+app's migrations, read and written through the ORM on the database alias that
+``ANARCHON["OPTIONS"]["database"]`` names or, by default, that ``DATABASE_ROUTERS`` pick
+for writing :class:`~anarchon_django.store.models.StoreRun` (``"default"`` without
+routers). So it works on every database Django has a backend for and anarchon knows the
+clock of (SQLite, PostgreSQL, MySQL/MariaDB), with the project's credentials, TLS and
+connection options, and follows the project's routers.
+
+The ORM is synchronous and its connections are per thread: every operation runs in one
+thread of this backend's own (see :mod:`anarchon_django.store.worker` for why not
+``sync_to_async``), and :meth:`close` closes that thread's connection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from django.db import connections, router
+
+from anarchon.backends.base import (
+    ClaimRequest,
+    ClaimResult,
+    Finish,
+    HeartbeatResult,
+    HeldRun,
+    JobSpec,
+    LeaseBackend,
+    RunKey,
+    RunState,
+    TriggerRequest,
+)
+from anarchon.errors import IncompatibleStoreError
+from anarchon.history import RunRecord, RunStatus
+
+from .models import StoreRun
+from .operations import Store
+from .worker import CLOCK_SQL, OrmThread
+
+T = TypeVar("T")
+
+
+def store_alias(database: str | None = None) -> str:
+    """The database alias the store lives in: ``database``, else the routers' choice."""
+    alias = database or router.db_for_write(StoreRun)
+    if alias not in connections:
+        raise ValueError(f"database {alias!r} is not in DATABASES "
+                         f"(known: {', '.join(sorted(connections.settings))})")
+    vendor = connections[alias].vendor
+    if vendor not in CLOCK_SQL:
+        raise ValueError(
+            f"the 'django' backend supports SQLite, PostgreSQL and MySQL/MariaDB databases, "
+            f"not {vendor!r} (DATABASES[{alias!r}]); set ANARCHON['BACKEND'] to a store URL "
+            "such as 'redis://localhost:6379'")
+    return alias
+
+
+class DjangoBackend(LeaseBackend):
+    """Leases and history in the project's database, through the Django ORM.
+
+    ``database``: the alias (default: what ``DATABASE_ROUTERS`` choose for writing
+    ``StoreRun``, i.e. ``"default"`` without routers). The tables come from
+    ``manage.py migrate``; :meth:`open` checks they are there.
+    """
+
+    name = "django"
+    supports_triggers = True
+
+    def __init__(self, database: str | None = None) -> None:
+        self.alias = store_alias(database)
+        self.store = Store(self.alias)
+        self._thread = OrmThread(self.alias)
+        self._checked = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> DjangoBackend:
+        """``django://ALIAS`` (the ``DATABASES`` alias) or ``django://`` (the routers')."""
+        parts = urlsplit(url)
+        if parts.path not in ("", "/") or parts.query:
+            raise ValueError(f"invalid Django store URL {url!r}: use django://ALIAS")
+        return cls(options.pop("database", None) or parts.netloc or None, **options)
+
+    async def _call(self, fn: Callable[[], T]) -> T:
+        if not self._checked:
+            await self.open()
+        return await self._thread.call(fn)
+
+    async def open(self) -> None:
+        if self._checked:
+            return
+        tables = await self._thread.call(self._tables)
+        missing = sorted({"anarchon_django_store_job", "anarchon_django_store_run",
+                          "anarchon_django_store_attempt", "anarchon_django_store_trigger"}
+                         - tables)
+        if missing:
+            raise IncompatibleStoreError(
+                f"the anarchon store tables {missing} are missing from database "
+                f"{self.alias!r}: run 'python manage.py migrate anarchon_django"
+                f" --database {self.alias}'")
+        self._checked = True
+
+    def _tables(self) -> set[str]:
+        connection = connections[self.alias]
+        with connection.cursor() as cursor:
+            return set(connection.introspection.table_names(cursor))
+
+    async def close(self) -> None:
+        self._checked = False
+        await self._thread.close()
+
+    async def register(self, jobs: Sequence[JobSpec]) -> None:
+        if jobs:
+            await self._call(lambda: self.store.register(jobs))
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        return await self._call(lambda: self.store.claim(request))
+
+    async def confirm(self, request: ClaimRequest) -> int:
+        return await self._call(lambda: self.store.confirm(request))
+
+    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
+                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
+        return await self._call(lambda: self.store.heartbeat(owner, held, watched, lease_ms))
+
+    async def release(self, owner: str, run: HeldRun) -> bool:
+        return await self._call(lambda: self.store.release(owner, run))
+
+    async def note(self, owner: str, run: HeldRun, text: str) -> bool:
+        """Store ``text`` as the running attempt's ``error``, fenced by ``(owner, attempt)``."""
+        return await self._call(lambda: self.store.note(owner, run, text))
+
+    async def unfinished(self, names: Sequence[str]) -> list[RunState]:
+        return await self._call(lambda: self.store.unfinished(names))
+
+    async def finish(self, finish: Finish) -> bool:
+        return await self._call(lambda: self.store.finish(finish))
+
+    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        return await self._call(lambda: self.store.start_manual(name, owner, started_ms))
+
+    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                            history_size: int, history_ttl_ms: int | None) -> None:
+        await self._call(lambda: self.store.finish_manual(token, status, error, history_size,
+                                                          history_ttl_ms))
+
+    async def history(self, name: str, count: int) -> list[RunRecord]:
+        return await self._call(lambda: self.store.history(name, count))
+
+    async def known_jobs(self) -> list[JobSpec]:
+        return await self._call(self.store.known_jobs)
+
+    async def request_trigger(self, name: str, data: str | None) -> str:
+        return await self._call(lambda: self.store.request_trigger(name, data))
+
+    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
+        return await self._call(lambda: self.store.take_triggers(names))

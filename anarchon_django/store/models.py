@@ -1,0 +1,104 @@
+"""The store of the ``"django"`` backend: four ordinary models in the project's database.
+
+Times are integers, epoch milliseconds of the *database's* clock (see
+:mod:`anarchon_django.store.clock`), exactly as the core's other stores keep them, so a
+slot compares with ``lease_until`` without time-zone or precision conversions on any
+database. ``sqlmigrate anarchon_django 0002`` shows the DDL.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+#: longest job name, instance id and reason the store keeps (MySQL indexes need a bound)
+NAME_LENGTH = 200
+
+
+class StoreJob(models.Model):
+    """A job some instance registered: the first-seen time gates catch-up."""
+
+    name = models.CharField(max_length=NAME_LENGTH, primary_key=True)
+    kind = models.CharField(max_length=16)
+    schedule = models.TextField()
+    first_seen = models.BigIntegerField()
+    updated = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_job"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class StoreRun(models.Model):
+    """One scheduled run (job, slot) and its lease: the row claims compete for."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.CharField(max_length=NAME_LENGTH)
+    slot = models.BigIntegerField()
+    #: running | done | skipped | interrupted
+    state = models.CharField(max_length=16)
+    owner = models.CharField(max_length=NAME_LENGTH)
+    attempt = models.IntegerField()
+    #: attempts that count towards max_attempts (a hand-over does not)
+    counted = models.IntegerField()
+    handed_over = models.BooleanField(default=False)
+    lease_until = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_run"
+        default_permissions = ()
+        constraints = (
+            models.UniqueConstraint(fields=("job", "slot"), name="anarchon_store_run_slot"),
+        )
+        indexes = (models.Index(fields=("state", "job"), name="anarchon_store_run_state"),)
+
+    def __str__(self) -> str:
+        return f"{self.job}@{self.slot}"
+
+
+class StoreAttempt(models.Model):
+    """One attempt of a run (or a manual run): the history the admin pages show."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.CharField(max_length=NAME_LENGTH)
+    slot = models.BigIntegerField()
+    attempt = models.IntegerField()
+    instance = models.CharField(max_length=NAME_LENGTH)
+    manual = models.BooleanField(default=False)
+    reason = models.CharField(max_length=16)
+    #: running | success | failure | interrupted | skipped ...
+    status = models.CharField(max_length=16)
+    started_at = models.BigIntegerField()
+    finished_at = models.BigIntegerField(null=True)
+    error = models.TextField(null=True)
+
+    class Meta:
+        db_table = "anarchon_django_store_attempt"
+        default_permissions = ()
+        indexes = (
+            models.Index(fields=("job", "started_at"), name="anarchon_store_attempt_job"),
+            models.Index(fields=("started_at",), name="anarchon_store_attempt_time"),
+            models.Index(fields=("job", "slot", "attempt"), name="anarchon_store_attempt_run"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.job}@{self.slot}#{self.attempt}"
+
+
+class StoreTrigger(models.Model):
+    """A pending manual-run request (``trigger()``, the admin's Run now)."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.CharField(max_length=NAME_LENGTH)
+    data = models.TextField(null=True)
+    requested_at = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_trigger"
+        default_permissions = ()
+        indexes = (models.Index(fields=("job",), name="anarchon_store_trigger_job"),)
+
+    def __str__(self) -> str:
+        return f"{self.job} ({self.id})"

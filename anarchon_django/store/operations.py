@@ -1,0 +1,318 @@
+"""The store's rules as synchronous ORM code, run in whichever thread owns the connection.
+
+:class:`Store` implements :class:`anarchon.backends.base.ClaimRequest`'s rules (the same
+as the core's SQLite and PostgreSQL stores) with transactions, ``select_for_update``
+and a unique constraint on ``(job, slot)``; times come from the database's clock.
+
+Serialisation: a claim first locks its job's row (``SELECT … FOR UPDATE`` on PostgreSQL
+and MySQL/MariaDB; on SQLite, whose ``select_for_update`` does nothing, a write statement
+that takes the database's write lock at once, so a read lock is never upgraded — the
+upgrade is what deadlocks deferred SQLite transactions). Fenced writes (renew, release,
+finish, note) are ``UPDATE … WHERE owner = … AND attempt = …`` whose row count is the
+answer. The unique constraint settles two claims of one slot of a job nobody registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import IntegrityError, connections, transaction
+from django.db.models import F, Q
+
+from anarchon.backends.base import (
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimResult,
+    Finish,
+    HeartbeatResult,
+    HeldRun,
+    JobSpec,
+    RunKey,
+    RunState,
+    TriggerRequest,
+)
+from anarchon.history import RunRecord, RunStatus
+from anarchon.slots import ms_to_datetime
+
+from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger
+from .worker import database_ms
+
+
+class Store:
+    """Store operations on database ``alias``; call them in the thread that owns it."""
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def now(self) -> int:
+        """The database clock, epoch ms."""
+        return database_ms(self.alias)
+
+    def _jobs(self) -> Any:
+        return StoreJob.objects.using(self.alias)
+
+    def _runs(self) -> Any:
+        return StoreRun.objects.using(self.alias)
+
+    def _attempts(self) -> Any:
+        return StoreAttempt.objects.using(self.alias)
+
+    def _triggers(self) -> Any:
+        return StoreTrigger.objects.using(self.alias)
+
+    def _sqlite_write_lock(self) -> None:
+        """On SQLite, begin the transaction with a write (see the module doc)."""
+        if connections[self.alias].vendor == "sqlite":
+            self._jobs().filter(name="").update(updated=F("updated"))
+
+    def _lock_job(self, name: str) -> StoreJob | None:
+        self._sqlite_write_lock()
+        job: StoreJob | None = self._jobs().select_for_update().filter(name=name).first()
+        return job
+
+    # -- registration and claims -----------------------------------------------------------
+
+    def register(self, jobs: Sequence[JobSpec]) -> None:
+        """Insert new jobs (first seen now), update the kind and schedule of known ones."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            now = self.now()
+            names = [job.name for job in jobs]
+            known = set(self._jobs().select_for_update().filter(name__in=names)
+                        .values_list("name", flat=True))
+            for job in jobs:
+                if job.name in known:
+                    self._jobs().filter(name=job.name).update(
+                        kind=job.kind, schedule=job.schedule, updated=now)
+            self._jobs().bulk_create(
+                [StoreJob(name=job.name, kind=job.kind, schedule=job.schedule,
+                          first_seen=now, updated=now)
+                 for job in jobs if job.name not in known],
+                ignore_conflicts=True)
+
+    def claim(self, req: ClaimRequest) -> ClaimResult:
+        """Judge one claim by :class:`ClaimRequest`'s rules, in one transaction."""
+        with transaction.atomic(using=self.alias):
+            job = self._lock_job(req.name)
+            now = self.now()
+
+            def result(outcome: ClaimOutcome, attempt: int = 0) -> ClaimResult:
+                return ClaimResult(outcome, attempt, now)
+
+            run: StoreRun | None = (self._runs().select_for_update()
+                                    .filter(job=req.name, slot=req.slot).first())
+            if req.reason == "takeover":
+                return self._takeover(req, run, now)
+            if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
+                return result("late")
+            if req.reason == "catch-up" and (
+                    job is None or job.first_seen >= req.slot
+                    or req.slot <= now - req.catch_up_ms):
+                return result("late")
+            if run is not None:
+                return result("taken")
+            expired = list(self._runs().select_for_update().filter(
+                job=req.name, state="running", lease_until__lte=now,
+            ).exclude(slot=req.slot).values_list("slot", "attempt"))
+            for slot, attempt in expired:
+                self._runs().filter(job=req.name, slot=slot).update(state="interrupted")
+                self._end_attempt(req.name, slot, attempt, "interrupted", None, now)
+            overlapping = (req.overlap == "skip" and self._runs().filter(
+                job=req.name, state="running").exclude(slot=req.slot).exists())
+            state = "skipped" if overlapping else "running"
+            try:
+                with transaction.atomic(using=self.alias):
+                    self._runs().create(
+                        job=req.name, slot=req.slot, state=state, owner=req.owner,
+                        attempt=0 if overlapping else 1, counted=0 if overlapping else 1,
+                        lease_until=0 if overlapping else now + req.lease_ms)
+            except IntegrityError:
+                return result("taken")
+            if overlapping:
+                return result("overlap")
+            self._start_attempt(req, 1, now)
+            return result("won", 1)
+
+    def _takeover(self, req: ClaimRequest, run: StoreRun | None, now: int) -> ClaimResult:
+        if (run is None or run.state != "running" or run.attempt != req.expected_attempt
+                or run.lease_until > now):
+            return ClaimResult("taken", 0, now)
+        self._end_attempt(req.name, req.slot, run.attempt, "interrupted", None, now)
+        rows = self._runs().filter(pk=run.pk)
+        if not run.handed_over and run.counted >= req.max_attempts:
+            rows.update(state="interrupted")
+            return ClaimResult("exhausted", 0, now)
+        rows.update(owner=req.owner, attempt=F("attempt") + 1,
+                    counted=F("counted") + (0 if run.handed_over else 1),
+                    handed_over=False, lease_until=now + req.lease_ms)
+        self._start_attempt(req, run.attempt + 1, now)
+        return ClaimResult("won", run.attempt + 1, now)
+
+    def _start_attempt(self, req: ClaimRequest, attempt: int, now: int) -> None:
+        self._attempts().create(job=req.name, slot=req.slot, attempt=attempt,
+                                instance=req.owner, manual=False, reason=req.reason,
+                                status="running", started_at=now)
+
+    def _end_attempt(self, name: str, slot: int, attempt: int, status: str,
+                     error: str | None, now: int) -> None:
+        self._attempts().filter(job=name, slot=slot, attempt=attempt, manual=False,
+                                status="running").update(
+            status=status, error=error, finished_at=now)
+
+    def confirm(self, req: ClaimRequest) -> int:
+        """The attempt ``req.owner`` holds on the slot, else 0."""
+        run = self._runs().filter(job=req.name, slot=req.slot).first()
+        if run is not None and run.owner == req.owner and run.state == "running":
+            return int(run.attempt)
+        return 0
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def heartbeat(self, owner: str, held: Sequence[HeldRun], watched: Sequence[RunKey],
+                  lease_ms: int) -> HeartbeatResult:
+        """Renew the held leases (fenced) and read the watched runs, in one transaction."""
+        with transaction.atomic(using=self.alias):
+            if held:
+                self._sqlite_write_lock()
+            now = self.now()
+            lost = {run.key for run in held if not self._fenced(owner, run).update(
+                lease_until=now + lease_ms)}
+            states = [state for key in watched
+                      if (state := self._state(key.name, key.slot, now)) is not None]
+        return HeartbeatResult(frozenset(lost), states)
+
+    def _fenced(self, owner: str, run: HeldRun) -> Any:
+        return self._runs().filter(job=run.name, slot=run.slot, owner=owner,
+                                   attempt=run.attempt, state="running")
+
+    def _state(self, name: str, slot: int, now: int) -> RunState | None:
+        run = self._runs().filter(job=name, slot=slot).first()
+        if run is None:
+            return None
+        return RunState(name, slot, run.owner, run.attempt, run.state == "running",
+                        run.lease_until <= now, run.handed_over)
+
+    def release(self, owner: str, run: HeldRun) -> bool:
+        """Hand ``run`` over: its lease ends now, its attempt is interrupted (fenced)."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            now = self.now()
+            if not self._fenced(owner, run).update(lease_until=now, handed_over=True):
+                return False
+            self._end_attempt(run.name, run.slot, run.attempt, "interrupted", None, now)
+            return True
+
+    def note(self, owner: str, run: HeldRun, text: str) -> bool:
+        """``text`` as the running attempt's error, if ``(owner, attempt)`` holds it."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            if not self._fenced(owner, run).filter(handed_over=False).select_for_update(
+                    ).exists():
+                return False
+            return bool(self._attempts().filter(
+                job=run.name, slot=run.slot, attempt=run.attempt, manual=False,
+                status="running").update(error=text))
+
+    def unfinished(self, names: Sequence[str]) -> list[RunState]:
+        """Runs of these jobs still marked running."""
+        now = self.now()
+        return [RunState(run.job, run.slot, run.owner, run.attempt, True,
+                         run.lease_until <= now, run.handed_over)
+                for run in self._runs().filter(state="running", job__in=list(names))]
+
+    # -- outcomes and history --------------------------------------------------------------
+
+    def finish(self, finish: Finish) -> bool:
+        """Record an attempt's outcome (fenced), prune history and old runs."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            now = self.now()
+            held = HeldRun(finish.name, finish.slot, finish.attempt)
+            if not self._fenced(finish.owner, held).update(state="done"):
+                return False
+            self._end_attempt(finish.name, finish.slot, finish.attempt, finish.status,
+                              finish.error, now)
+            self._prune(finish.name, finish.history_size, finish.history_ttl_ms, now)
+            self._runs().filter(job=finish.name, slot__lt=now - finish.retain_runs_ms).exclude(
+                state="running").delete()
+            return True
+
+    def _prune(self, name: str, size: int, ttl_ms: int | None, now: int) -> None:
+        done = self._attempts().filter(job=name).exclude(status="running")
+        # the newest ``size`` finished attempts stay; no LIMIT in a subquery (MySQL)
+        cut = done.order_by("-started_at", "-id").values_list("started_at", "id")[size:size + 1]
+        for started, ident in cut:
+            done.filter(Q(started_at__lt=started) | Q(started_at=started, id__lte=ident)
+                        ).delete()
+        if ttl_ms is not None:
+            done.filter(started_at__lt=now - ttl_ms).delete()
+
+    def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        """A running manual attempt; its id is the token."""
+        attempt = self._attempts().create(job=name, slot=started_ms, attempt=1, instance=owner,
+                                          manual=True, reason="manual", status="running",
+                                          started_at=self.now())
+        return str(attempt.pk)
+
+    def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                      history_size: int, history_ttl_ms: int | None) -> None:
+        """Record a manual run's outcome and prune its job's history."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            now = self.now()
+            rows = self._attempts().filter(pk=int(token))
+            name = rows.values_list("job", flat=True).first()
+            rows.update(status=status, error=error, finished_at=now)
+            if name is not None:
+                self._prune(name, history_size, history_ttl_ms, now)
+
+    def history(self, name: str, count: int) -> list[RunRecord]:
+        """Newest-first attempts of ``name``."""
+        rows = self._attempts().filter(job=name).order_by("-started_at", "-id")[:count]
+        return [record(row) for row in rows]
+
+    def known_jobs(self) -> list[JobSpec]:
+        """Every registered job, by name."""
+        return [JobSpec(job.name, job.kind, job.schedule)
+                for job in self._jobs().order_by("name")]
+
+    def request_trigger(self, name: str, data: str | None) -> str:
+        """Store a manual-run request; its id."""
+        trigger = self._triggers().create(job=name, data=data, requested_at=self.now())
+        return str(trigger.pk)
+
+    def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
+        """Take (delete) the pending requests for ``names``; one read when none."""
+        if not self._triggers().exists():
+            return []
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            rows = list(self._triggers().select_for_update().filter(job__in=list(names))
+                        .order_by("id").values_list("id", "job", "data"))
+            self._triggers().filter(id__in=[row[0] for row in rows]).delete()
+        return [TriggerRequest(str(ident), job, data) for ident, job, data in rows]
+
+    def forget(self, name: str) -> int:
+        """Delete every row of job ``name``; how many were deleted."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            return sum(rows.filter(**{field: name}).delete()[0] for rows, field in (
+                (self._triggers(), "job"), (self._attempts(), "job"), (self._runs(), "job"),
+                (self._jobs(), "name")))
+
+
+def record(row: StoreAttempt) -> RunRecord:
+    """A history row as the core's :class:`RunRecord`."""
+    finished = row.finished_at
+    return RunRecord(
+        name=row.job, slot=row.slot, scheduled_at=ms_to_datetime(row.slot),
+        instance_id=row.instance, manual=row.manual, attempt=row.attempt,
+        reason=row.reason,  # type: ignore[arg-type]
+        status=row.status,  # type: ignore[arg-type]
+        started_at=ms_to_datetime(row.started_at),
+        finished_at=ms_to_datetime(finished) if finished is not None else None,
+        duration=(finished - row.started_at) / 1000 if finished is not None else None,
+        error=row.error)

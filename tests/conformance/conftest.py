@@ -1,0 +1,18 @@
+"""The conformance suites also run on the conformance-only stores (the ``"django"``
+backend on each database), which the cluster, fault and end-to-end suites leave out."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import _require
+from tests.stores import StoreSpec, all_stores
+
+
+@pytest.fixture(params=[s for s in all_stores(conformance=True) if s.lease],
+                ids=lambda s: s.id)
+def lease_store(request: pytest.FixtureRequest) -> StoreSpec:
+    """A store with leases whose server answers (conformance-only stores included)."""
+    spec: StoreSpec = request.param
+    _require(spec)
+    return spec

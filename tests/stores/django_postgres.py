@@ -1,0 +1,21 @@
+"""The ``"django"`` backend on postgres (conformance suite only: see django_support)."""
+
+from __future__ import annotations
+
+from . import StoreSpec
+
+
+def _url(namespace: str) -> str:
+    from .django_support import prepare
+
+    return prepare("postgres", namespace)
+
+
+def _unavailable() -> str | None:
+    from .django_support import unavailable
+
+    return unavailable("postgres")
+
+
+STORE = StoreSpec(id="django-postgres", make_url=_url, lease=True, unavailable=_unavailable,
+                  conformance_only=True)

@@ -1,0 +1,21 @@
+"""The ``"django"`` backend on sqlite (conformance suite only: see django_support)."""
+
+from __future__ import annotations
+
+from . import StoreSpec
+
+
+def _url(namespace: str) -> str:
+    from .django_support import prepare
+
+    return prepare("sqlite", namespace)
+
+
+def _unavailable() -> str | None:
+    from .django_support import unavailable
+
+    return unavailable("sqlite")
+
+
+STORE = StoreSpec(id="django-sqlite", make_url=_url, lease=True, unavailable=_unavailable,
+                  conformance_only=True)
