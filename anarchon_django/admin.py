@@ -144,9 +144,8 @@ class JobAdmin(_ReadOnlyAdmin):
         error = None
         try:
             rows = runtime.job_rows()
-            scheduler = runtime.get_scheduler()
             recent = [record for row in rows
-                      for record in scheduler.history(row.info.name, TIMELINE_RUNS)]
+                      for record in runtime.history(row.info.name, TIMELINE_RUNS)]
             chart = timeline.render([row.info.name for row in rows], recent)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -166,8 +165,9 @@ class JobAdmin(_ReadOnlyAdmin):
             runtime.request_run(name)
         except LookupError as exc:
             messages.error(request, str(exc.args[0]))
-        except NotImplementedError as exc:
-            messages.error(request, str(exc))
+        except Exception as exc:  # a store that does not answer: say so, never a 500
+            messages.error(request, f"The manual run of “{name}” was not requested: "
+                           f"{type(exc).__name__}: {exc}")
         else:
             messages.success(request, f"Requested a manual run of “{name}”: a running "
                              "instance will execute it.")

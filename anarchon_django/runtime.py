@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from django.utils.module_loading import import_string
 
 from anarchon import JobInfo, RunContext, RunRecord, Scheduler
 
-from . import declarations
+from . import declarations, direct
 from .backend import build_backend
 from .conf import AnarchonSettings, SettingsError, get_settings, on_reset
 from .declarations import Declaration
@@ -167,9 +168,23 @@ class JobRow:
     holder: str | None
 
 
+def job_infos(scheduler: Scheduler | None = None) -> list[JobInfo]:
+    """Jobs declared here plus jobs other instances registered in the store."""
+    scheduler = scheduler or get_scheduler()
+    store = direct.store_of(scheduler)
+    return scheduler.jobs() if store is None else direct.jobs(scheduler, store)
+
+
 def job_names(scheduler: Scheduler | None = None) -> list[str]:
     """Jobs declared here plus jobs other instances registered in the store."""
-    return [info.name for info in (scheduler or get_scheduler()).jobs()]
+    return [info.name for info in job_infos(scheduler)]
+
+
+def history(name: str, count: int, scheduler: Scheduler | None = None) -> list[RunRecord]:
+    """Newest-first attempts of ``name`` (the ``"django"`` store: in this thread)."""
+    scheduler = scheduler or get_scheduler()
+    store = direct.store_of(scheduler)
+    return scheduler.history(name, count) if store is None else store.history(name, count)
 
 
 def job_rows(scheduler: Scheduler | None = None) -> list[JobRow]:
@@ -177,8 +192,8 @@ def job_rows(scheduler: Scheduler | None = None) -> list[JobRow]:
     scheduler = scheduler or get_scheduler()
     default_tz = scheduler.core.options.defaults.get("timezone")
     rows = []
-    for info in scheduler.jobs():
-        recent = scheduler.history(info.name, 5)
+    for info in job_infos(scheduler):
+        recent = history(info.name, 5, scheduler)
         running = [r for r in recent if r.status == "running"]
         timezone = str(info.options.get("timezone", default_tz)) if info.kind == "cron" else None
         rows.append(JobRow(info, timezone, recent[0] if recent else None,
@@ -197,6 +212,10 @@ def history_all(scheduler: Scheduler | None = None, *, job: str | None = None,
     of every job known to the store and merges them.
     """
     scheduler = scheduler or get_scheduler()
+    store = direct.store_of(scheduler)
+    if store is not None:
+        query = direct.HistoryQuery(job, status, reason, instance, search, since, until)
+        return direct.as_records(direct.attempts(store, query)[:per_job])
     names = [job] if job else job_names(scheduler)
     if search:
         names = [name for name in names if search.lower() in name.lower()]
@@ -215,7 +234,7 @@ def history_all(scheduler: Scheduler | None = None, *, job: str | None = None,
 def find_run(name: str, slot: int, attempt: int, manual: bool,
              scheduler: Scheduler | None = None) -> RunRecord | None:
     """One attempt, looked up in the job's history."""
-    for record in (scheduler or get_scheduler()).history(name, HISTORY_SCAN):
+    for record in history(name, HISTORY_SCAN, scheduler):
         if (record.slot, record.attempt, record.manual) == (slot, attempt, manual):
             return record
     return None
@@ -231,6 +250,15 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
     names = job_names(scheduler)
     if name not in names:
         raise LookupError(f"unknown job {name!r}; jobs: {', '.join(names) or 'none'}")
+    store = direct.store_of(scheduler)
+    if store is not None:
+        try:
+            payload = None if data is None else json.dumps(data)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
+                            f"{exc}") from exc
+        store.request_trigger(name, payload)
+        return
     trigger: Callable[..., Any] | None = getattr(scheduler, "trigger", None)
     if trigger is None:
         raise NotImplementedError("this anarchon core has no Scheduler.trigger(); manual runs "

@@ -71,6 +71,8 @@ class DjangoBackend(LeaseBackend):
 
     def __init__(self, database: str | None = None) -> None:
         self.alias = store_alias(database)
+        #: ``django:sqlite``, ``django:postgresql``, ``django:mysql``
+        self.name = f"django:{connections[self.alias].vendor}"
         self.store = Store(self.alias)
         self._thread = OrmThread(self.alias)
         self._checked = False

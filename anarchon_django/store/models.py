@@ -17,34 +17,34 @@ NAME_LENGTH = 200
 class StoreJob(models.Model):
     """A job some instance registered: the first-seen time gates catch-up."""
 
-    name = models.CharField(max_length=NAME_LENGTH, primary_key=True)
-    kind = models.CharField(max_length=16)
-    schedule = models.TextField()
-    first_seen = models.BigIntegerField()
-    updated = models.BigIntegerField()
+    name: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH, primary_key=True)
+    kind: models.CharField[str, str] = models.CharField(max_length=16)
+    schedule: models.TextField[str, str] = models.TextField()
+    first_seen: models.BigIntegerField[int, int] = models.BigIntegerField()
+    updated: models.BigIntegerField[int, int] = models.BigIntegerField()
 
     class Meta:
         db_table = "anarchon_django_store_job"
         default_permissions = ()
 
     def __str__(self) -> str:
-        return self.name
+        return str(self.name)
 
 
 class StoreRun(models.Model):
     """One scheduled run (job, slot) and its lease: the row claims compete for."""
 
-    id = models.BigAutoField(primary_key=True)
-    job = models.CharField(max_length=NAME_LENGTH)
-    slot = models.BigIntegerField()
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    job: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    slot: models.BigIntegerField[int, int] = models.BigIntegerField()
     #: running | done | skipped | interrupted
-    state = models.CharField(max_length=16)
-    owner = models.CharField(max_length=NAME_LENGTH)
-    attempt = models.IntegerField()
+    state: models.CharField[str, str] = models.CharField(max_length=16)
+    owner: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    attempt: models.IntegerField[int, int] = models.IntegerField()
     #: attempts that count towards max_attempts (a hand-over does not)
-    counted = models.IntegerField()
-    handed_over = models.BooleanField(default=False)
-    lease_until = models.BigIntegerField()
+    counted: models.IntegerField[int, int] = models.IntegerField()
+    handed_over: models.BooleanField[bool, bool] = models.BooleanField(default=False)
+    lease_until: models.BigIntegerField[int, int] = models.BigIntegerField()
 
     class Meta:
         db_table = "anarchon_django_store_run"
@@ -61,18 +61,18 @@ class StoreRun(models.Model):
 class StoreAttempt(models.Model):
     """One attempt of a run (or a manual run): the history the admin pages show."""
 
-    id = models.BigAutoField(primary_key=True)
-    job = models.CharField(max_length=NAME_LENGTH)
-    slot = models.BigIntegerField()
-    attempt = models.IntegerField()
-    instance = models.CharField(max_length=NAME_LENGTH)
-    manual = models.BooleanField(default=False)
-    reason = models.CharField(max_length=16)
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    job: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    slot: models.BigIntegerField[int, int] = models.BigIntegerField()
+    attempt: models.IntegerField[int, int] = models.IntegerField()
+    instance: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    manual: models.BooleanField[bool, bool] = models.BooleanField(default=False)
+    reason: models.CharField[str, str] = models.CharField(max_length=16)
     #: running | success | failure | interrupted | skipped ...
-    status = models.CharField(max_length=16)
-    started_at = models.BigIntegerField()
-    finished_at = models.BigIntegerField(null=True)
-    error = models.TextField(null=True)
+    status: models.CharField[str, str] = models.CharField(max_length=16)
+    started_at: models.BigIntegerField[int, int] = models.BigIntegerField()
+    finished_at: models.BigIntegerField[int | None, int | None] = models.BigIntegerField(null=True)
+    error: models.TextField[str | None, str | None] = models.TextField(null=True)
 
     class Meta:
         db_table = "anarchon_django_store_attempt"
@@ -90,10 +90,10 @@ class StoreAttempt(models.Model):
 class StoreTrigger(models.Model):
     """A pending manual-run request (``trigger()``, the admin's Run now)."""
 
-    id = models.BigAutoField(primary_key=True)
-    job = models.CharField(max_length=NAME_LENGTH)
-    data = models.TextField(null=True)
-    requested_at = models.BigIntegerField()
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    job: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    data: models.TextField[str | None, str | None] = models.TextField(null=True)
+    requested_at: models.BigIntegerField[int, int] = models.BigIntegerField()
 
     class Meta:
         db_table = "anarchon_django_store_trigger"

@@ -310,8 +310,8 @@ def record(row: StoreAttempt) -> RunRecord:
     return RunRecord(
         name=row.job, slot=row.slot, scheduled_at=ms_to_datetime(row.slot),
         instance_id=row.instance, manual=row.manual, attempt=row.attempt,
-        reason=row.reason,  # type: ignore[arg-type]
-        status=row.status,  # type: ignore[arg-type]
+        reason=row.reason,  # type: ignore[arg-type, unused-ignore]
+        status=row.status,  # type: ignore[arg-type, unused-ignore]
         started_at=ms_to_datetime(row.started_at),
         finished_at=ms_to_datetime(finished) if finished is not None else None,
         duration=(finished - row.started_at) / 1000 if finished is not None else None,

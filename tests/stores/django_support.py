@@ -71,7 +71,7 @@ def _admin(kind: str, statement: str) -> None:
         with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
             conn.execute(statement)
         return
-    import MySQLdb
+    import MySQLdb  # type: ignore[import-untyped, unused-ignore]
 
     config = server_config("mariadb")
     conn = MySQLdb.connect(host=config["HOST"], port=int(config["PORT"] or 3306),
@@ -121,7 +121,7 @@ def unavailable(kind: str) -> str | None:
         _admin(kind, "SELECT 1")
     except ImportError as exc:
         return f"the driver is not installed ({exc}): pip install \"anarchon[postgres,mysql]\""
-    except Exception as exc:  # noqa: BLE001 - any driver error means "not there"
+    except Exception as exc:
         variable = "ANARCHON_POSTGRES_URL" if kind == "postgres" else "ANARCHON_MARIADB_URL"
         return f"the server at {variable} does not answer: {exc}"
     return None
@@ -134,5 +134,5 @@ def _cleanup() -> None:
     for drop in _cleanups:
         try:
             drop()
-        except Exception:  # noqa: BLE001, S110 - best effort at exit
+        except Exception:
             pass

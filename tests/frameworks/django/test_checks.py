@@ -62,7 +62,8 @@ def test_ordinary_checks_do_not_reach_the_store() -> None:
         assert "anarchon.E008" in ids(check_store())
 
 
-def test_deploy_check_warns_about_sqlite_and_reaches_the_store(table: str) -> None:
+@pytest.mark.django_db(transaction=True)
+def test_deploy_check_warns_about_sqlite_and_reaches_the_store() -> None:
     assert ids(check_store()) == ["anarchon.W003"]
     with override_settings(ANARCHON={**settings.ANARCHON,
                                       "BACKEND": "sqlite:////nonexistent/dir/x.db"}):

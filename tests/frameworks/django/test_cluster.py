@@ -128,8 +128,10 @@ def test_migrate_creates_the_store_tables(tmp_path: Path) -> None:
     project.manage("migrate", "--verbosity", "0")
     with sqlite3.connect(tmp_path / "m.db") as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"anarchon_runs", "anarchon_runs_attempts", "anarchon_runs_jobs",
-            "anarchon_runs_meta"} <= tables
+    assert {"anarchon_django_store_job", "anarchon_django_store_run",
+            "anarchon_django_store_attempt", "anarchon_django_store_trigger"} <= tables
+    journal = conn.execute("PRAGMA journal_mode").fetchone()[0]
+    assert journal == "delete", "the project's db file was switched to WAL"
 
 
 def test_three_instances_start_each_slot_once(project: Project) -> None:

@@ -134,6 +134,6 @@ def test_run_blocks_until_sigterm_and_stops_gracefully(table: str) -> None:
     killer.start()
     output = anarchon("run", "--jobs", "greet", "--stop-timeout", "5")
     killer.join()
-    assert "running greet on sqlite" in output
+    assert "running greet on django:sqlite" in output
     assert output.strip().endswith("stopped")
     assert signal.getsignal(signal.SIGTERM) is default

@@ -10,7 +10,6 @@ import pytest
 from django.apps import apps
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connections
 from django.test import override_settings
 
 import anarchon_django
@@ -78,18 +77,6 @@ def test_timezone_defaults_to_time_zone() -> None:
         assert get_settings().scheduler_arguments()["timezone"] == "Asia/Tokyo"
         scheduler = runtime.build_scheduler()
         assert scheduler.core.options.defaults["timezone"] == "Asia/Tokyo"
-
-
-def test_django_backend_on_sqlite_is_the_core_backend_on_the_project_file() -> None:
-    backend = django_backend(table="my_runs")
-    assert isinstance(backend, SqliteBackend)
-    assert backend.database == str(connections["default"].settings_dict["NAME"])
-    assert backend.table == "my_runs"
-
-
-def test_django_backend_refuses_an_in_memory_database() -> None:
-    with pytest.raises(SettingsError, match="in-memory"):
-        django_backend(database="memory")
 
 
 def test_unknown_database_alias() -> None:

@@ -1,0 +1,95 @@
+"""Queries of the ``"django"`` store made in the *caller's* thread and transaction.
+
+The shared scheduler's backend runs the ORM in a thread of its own (right for
+``manage.py anarchon run``). A page or a command of the project reads and writes the
+store through its own connection instead, with these functions: then a ``TestCase``
+(whose transaction holds the SQLite write lock, or an in-memory test database that only
+one connection may write) sees its own writes, never waits on a lock, and no extra
+connection stays open when the test database is dropped. Filtering, searching and
+paging happen in the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from anarchon import JobInfo, RunRecord, Scheduler
+
+from .store.backend import DjangoBackend
+from .store.models import StoreAttempt, StoreJob
+from .store.operations import Store, record
+
+
+def store_of(scheduler: Scheduler) -> Store | None:
+    """The ORM store behind ``scheduler``, or None for another backend."""
+    backend = scheduler.backend
+    return backend.store if isinstance(backend, DjangoBackend) else None
+
+
+def jobs(scheduler: Scheduler, store: Store) -> list[JobInfo]:
+    """Jobs declared here plus the jobs registered in the store, by name."""
+    infos = {info.name: info for info in declared(scheduler)}
+    for job in StoreJob.objects.using(store.alias).exclude(name__in=list(infos)):
+        infos[job.name] = JobInfo(job.name, job.kind, job.schedule, None, {})
+    return [infos[name] for name in sorted(infos)]
+
+
+def declared(scheduler: Scheduler) -> list[JobInfo]:
+    """The jobs registered on ``scheduler`` (no I/O)."""
+    core = scheduler.core
+    return [core._info(job) for job in core._jobs.values()]
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    """Filters of the run history; ``search`` matches job, instance and error text."""
+
+    job: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    instance: str | None = None
+    search: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+#: sortable history columns: name -> model field
+ORDERINGS = {"job": "job", "started": "started_at", "status": "status",
+             "instance": "instance", "reason": "reason", "attempt": "attempt",
+             "scheduled": "slot"}
+
+
+def attempts(store: Store, query: HistoryQuery, order: str = "-started") -> QuerySet[Any]:
+    """The attempts ``query`` selects, as a lazy queryset (page it with ``Paginator``)."""
+    rows = StoreAttempt.objects.using(store.alias).all()
+    for field, value in (("job", query.job), ("status", query.status),
+                         ("reason", query.reason), ("instance", query.instance)):
+        if value:
+            rows = rows.filter(**{field: value})
+    if query.search:
+        rows = rows.filter(Q(job__icontains=query.search) | Q(instance__icontains=query.search)
+                           | Q(error__icontains=query.search))
+    if query.since is not None:
+        rows = rows.filter(started_at__gte=int(query.since.timestamp() * 1000))
+    if query.until is not None:
+        rows = rows.filter(started_at__lt=int(query.until.timestamp() * 1000))
+    field = ORDERINGS.get(order.lstrip("-"), "started_at")
+    sign = "-" if order.startswith("-") else ""
+    ordered: QuerySet[Any] = rows.order_by(f"{sign}{field}", f"{sign}id")
+    return ordered
+
+
+def as_records(rows: Sequence[StoreAttempt]) -> list[RunRecord]:
+    """History rows as the core's records."""
+    return [record(row) for row in rows]
+
+
+def instances(store: Store) -> list[str]:
+    """Every instance id in the history, sorted."""
+    return sorted(StoreAttempt.objects.using(store.alias)
+                  .values_list("instance", flat=True).distinct())

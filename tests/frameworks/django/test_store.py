@@ -1,0 +1,133 @@
+"""The "django" backend: the ORM store on the database the settings or routers choose,
+real migrations, and an in-place upgrade from the old 0001's tables."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import connections
+from django.db.models import Model
+from django.test import override_settings
+
+from anarchon import SqliteBackend
+from anarchon.backends.base import ClaimRequest, Finish, JobSpec
+from anarchon_django.backend import django_backend
+from anarchon_django.conf import SettingsError
+from anarchon_django.store.backend import DjangoBackend
+from anarchon_django.store.models import StoreAttempt, StoreJob
+
+
+class ToMemory:
+    """A router sending the anarchon store to the ``memory`` database."""
+
+    def db_for_write(self, model: type[Model], **hints: Any) -> str | None:
+        return "memory" if model._meta.app_label == "anarchon_django" else None
+
+    db_for_read = db_for_write
+
+    def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
+        if app_label == "anarchon_django":
+            return db == "memory"
+        return None
+
+
+def alias(backend: object) -> str:
+    assert isinstance(backend, DjangoBackend)
+    return backend.alias
+
+
+def test_the_django_backend_is_the_orm_store_on_the_default_database() -> None:
+    backend = django_backend()
+    assert isinstance(backend, DjangoBackend) and backend.alias == "default"
+    assert backend.name == "django:sqlite"
+    assert alias(django_backend(database="memory")) == "memory"
+
+
+def test_the_store_follows_database_routers() -> None:
+    with override_settings(DATABASE_ROUTERS=[f"{__name__}.ToMemory"]):
+        assert alias(django_backend()) == "memory"
+        assert alias(django_backend(database="default")) == "default"  # explicit wins
+
+
+def test_unknown_options_are_refused() -> None:
+    with pytest.raises(SettingsError, match="prefix") as info:
+        django_backend(prefix="x")
+    assert info.value.check_id == "anarchon.E003"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sqlmigrate_shows_the_store_ddl() -> None:
+    out = io.StringIO()
+    call_command("sqlmigrate", "anarchon_django", "0002", stdout=out)
+    sql = out.getvalue()
+    for table in ("store_job", "store_run", "store_attempt", "store_trigger"):
+        assert f'CREATE TABLE "anarchon_django_{table}"' in sql
+    assert "UNIQUE" in sql and '"anarchon_store_run_slot"' in sql
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "memory"])
+def test_the_in_memory_test_database_holds_the_store() -> None:
+    backend = DjangoBackend("memory")
+
+    async def claim_and_finish() -> bool:
+        await backend.register([JobSpec("mem", "every", "1h")])
+        won = await backend.claim(ClaimRequest("mem", 1, "me", "takeover", 1000, 1000, 3,
+                                               "allow", expected_attempt=0))
+        assert won.outcome == "taken"
+        slot = won.store_ms
+        result = await backend.claim(ClaimRequest("mem", slot, "me", "scheduled", 1000,
+                                                  60_000, 3, "allow"))
+        assert result.outcome == "won"
+        done = await backend.finish(Finish("mem", slot, "me", 1, "success", None, 10, None,
+                                           60_000))
+        await backend.close()
+        return done
+
+    assert asyncio.run(claim_and_finish())
+    assert StoreAttempt.objects.using("memory").get(job="mem").status == "success"
+
+
+@pytest.fixture
+def legacy_alias(django_db_blocker: Any) -> Iterator[str]:
+    """A SQLite database that applied the old 0001: the core's tables, no store models."""
+    path = os.path.join(tempfile.mkdtemp(prefix="anarchon-legacy-"), "old.db")
+    settings = {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+    both = {"default": connections.settings["default"], "legacy": settings}
+    connections.settings["legacy"] = connections.configure_settings(both)["legacy"]
+    with django_db_blocker.unblock():
+        yield "legacy"
+        connections["legacy"].close()
+    del connections.settings["legacy"]
+
+
+def test_an_old_install_upgrades_in_place_keeping_its_history(legacy_alias: str) -> None:
+    path = str(connections.settings[legacy_alias]["NAME"])
+    old = SqliteBackend(path)  # what the old 0001 created: table anarchon_runs
+
+    async def old_history() -> int:
+        await old.register([JobSpec("nightly", "cron", "0 2 * * *")])
+        slot = (await old.claim(ClaimRequest("nightly", 0, "old", "takeover", 1, 1, 1,
+                                             "allow"))).store_ms
+        await old.claim(ClaimRequest("nightly", slot, "old", "scheduled", 60_000, 60_000, 3,
+                                     "allow"))
+        await old.finish(Finish("nightly", slot, "old", 1, "failure", "KeyError: 'x'", 100,
+                                None, 3_600_000))
+        await old.close()
+        return slot
+
+    slot = asyncio.run(old_history())
+    call_command("migrate", "anarchon_django", database=legacy_alias, verbosity=0)
+    attempt = StoreAttempt.objects.using(legacy_alias).get()
+    assert (attempt.job, attempt.slot, attempt.status, attempt.error) == (
+        "nightly", slot, "failure", "KeyError: 'x'")
+    job = StoreJob.objects.using(legacy_alias).get()
+    assert job.schedule == "0 2 * * *" and job.first_seen <= slot
+    records = DjangoBackend(legacy_alias).store.history("nightly", 5)
+    assert [r.error for r in records] == ["KeyError: 'x'"]
