@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -20,6 +21,22 @@ logger = logging.getLogger("anarchon_django")
 
 STATUSES = ("running", "success", "failure", "interrupted")
 REASONS = ("scheduled", "manual", "catch-up", "takeover")
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """Django's common options, accepted after the subcommand too (``anarchon list -v 2``).
+
+    ``SUPPRESS`` keeps the values given before the subcommand when they are not repeated
+    after it (``manage.py`` itself reads ``--settings``/``--pythonpath`` from anywhere).
+    """
+    quiet = argparse.SUPPRESS
+    parser.add_argument("-v", "--verbosity", type=int, choices=[0, 1, 2, 3], default=quiet,
+                        help="verbosity level (as before the subcommand)")
+    parser.add_argument("--settings", default=quiet, help="settings module, e.g. "
+                        "proj.settings")
+    parser.add_argument("--pythonpath", default=quiet, help="a directory to add to sys.path")
+    for flag in ("--traceback", "--no-color", "--force-color", "--skip-checks"):
+        parser.add_argument(flag, action="store_true", default=quiet)
 
 
 class Command(BaseCommand):
@@ -48,6 +65,9 @@ class Command(BaseCommand):
         run_now = sub.add_parser("run-now", help="run a job in this process now")
         run_now.add_argument("job")
         run_now.add_argument("--data", default=None, help="JSON run data")
+
+        for subparser in sub.choices.values():
+            add_common_options(subparser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         handlers: dict[str, Callable[..., None]] = {

@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
+import sys
 import threading
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import override_settings
 
 from anarchon_django import runtime
@@ -137,3 +140,18 @@ def test_run_blocks_until_sigterm_and_stops_gracefully(table: str) -> None:
     assert "running greet on django:sqlite" in output
     assert output.strip().endswith("stopped")
     assert signal.getsignal(signal.SIGTERM) is default
+
+
+def test_common_options_are_accepted_after_the_subcommand(table: str) -> None:
+    verbose = io.StringIO()
+    call_command("anarchon", "list", "-v", "2", "--no-color", "--traceback", stdout=verbose)
+    assert "greet" in verbose.getvalue()
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.frameworks.django.manage", "anarchon", "list",
+         "--settings=tests.frameworks.django.settings", "--pythonpath", ".", "-v", "2",
+         "--traceback", "--no-color"],
+        env={**os.environ, "ANARCHON_DJANGO_DB": "sqlite",  # the migrated test database
+             "ANARCHON_DJANGO_SQLITE": str(connection.settings_dict["NAME"])},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "greet" in done.stdout and "unrecognized" not in done.stderr
