@@ -63,7 +63,7 @@ def _add_alias(alias: str, config: dict[str, Any]) -> None:
     connections.settings[alias] = connections.configure_settings(both)[alias]
 
 
-def _admin(kind: str, statement: str) -> None:
+def admin(kind: str, statement: str) -> None:
     """Run one statement on the server's own database, outside any alias."""
     if kind == "postgres":
         import psycopg
@@ -93,14 +93,14 @@ def prepare(kind: str, namespace: str) -> str:
                            "NAME": os.path.join(_DIR, namespace + ".db")})
     elif kind == "postgres":
         # namespaces are [a-z0-9_] (tests/conftest.py), safe as identifiers
-        _admin(kind, f"CREATE SCHEMA {namespace}")
-        _cleanups.append(lambda: _admin(kind, f"DROP SCHEMA IF EXISTS {namespace} CASCADE"))
+        admin(kind, f"CREATE SCHEMA {namespace}")
+        _cleanups.append(lambda: admin(kind, f"DROP SCHEMA IF EXISTS {namespace} CASCADE"))
         config = server_config(kind)
         config["OPTIONS"] = {"options": f"-c search_path={namespace}"}
         _add_alias(alias, config)
     else:
-        _admin(kind, f"CREATE DATABASE {namespace} CHARACTER SET utf8mb4")
-        _cleanups.append(lambda: _admin(kind, f"DROP DATABASE IF EXISTS {namespace}"))
+        admin(kind, f"CREATE DATABASE {namespace} CHARACTER SET utf8mb4")
+        _cleanups.append(lambda: admin(kind, f"DROP DATABASE IF EXISTS {namespace}"))
         _add_alias(alias, server_config(kind, namespace))
     call_command("migrate", "anarchon_django", database=alias, verbosity=0)
     from django.db import connections
@@ -118,7 +118,7 @@ def unavailable(kind: str) -> str | None:
     if kind == "sqlite":
         return None
     try:
-        _admin(kind, "SELECT 1")
+        admin(kind, "SELECT 1")
     except ImportError as exc:
         return f"the driver is not installed ({exc}): pip install \"anarchon[postgres,mysql]\""
     except Exception as exc:

@@ -3,10 +3,12 @@
 The environment picks the database so the same project serves pytest and the cluster
 processes (``manage.py anarchon run``):
 
-* ``ANARCHON_DJANGO_DB``: ``sqlite`` (default) or ``postgres``;
+* ``ANARCHON_DJANGO_DB``: ``sqlite`` (default), ``postgres`` or ``mariadb``;
 * ``ANARCHON_DJANGO_SQLITE``: the SQLite file (default: a file in a temporary folder);
 * ``ANARCHON_DJANGO_PG``: the database name (default ``test``) on the rig's PostgreSQL
   server (``ANARCHON_POSTGRES_URL``);
+* ``ANARCHON_DJANGO_MARIADB``: the MariaDB database (``mariadb``) on the server
+  ``ANARCHON_MARIADB_URL`` names;
 * ``ANARCHON_TEST_JOBS`` / ``ANARCHON_TEST_SCHEDULER``: JSON for ``ANARCHON["JOBS"]`` and
   ``ANARCHON["SCHEDULER"]``.
 """
@@ -71,6 +73,10 @@ if _DB == "postgres":
         "HOST": _PG.hostname,
         "PORT": str(_PG.port),
     }}
+elif _DB == "mariadb":
+    from tests.stores.django_support import server_config
+
+    DATABASES = {"default": server_config("mariadb", os.environ["ANARCHON_DJANGO_MARIADB"])}
 else:
     _FILE = os.environ.get("ANARCHON_DJANGO_SQLITE") or os.path.join(
         tempfile.mkdtemp(prefix="anarchon-django-"), "project.db")

@@ -1,5 +1,5 @@
-"""Three ``manage.py anarchon run`` processes on the "django" backend (SQLite file and
-PostgreSQL): each slot starts exactly once; SIGKILL of the runner -> takeover."""
+"""Three ``manage.py anarchon run`` processes on the "django" backend (SQLite file,
+PostgreSQL and MariaDB): each slot starts exactly once; SIGKILL of the runner -> takeover."""
 
 from __future__ import annotations
 
@@ -101,7 +101,23 @@ def _postgres_database() -> Iterator[dict[str, str]]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+def _mariadb_database() -> Iterator[dict[str, str]]:
+    from tests.stores.django_support import admin, unavailable
+
+    reason = unavailable("mariadb")
+    if reason is not None:
+        if in_ci():
+            pytest.fail(f"CI needs MariaDB: {reason}", pytrace=False)
+        pytest.skip(f"MariaDB not available: {reason}")
+    name = "anarchon_dj_" + uuid.uuid4().hex[:10]
+    admin("mariadb", f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    try:
+        yield {"ANARCHON_DJANGO_DB": "mariadb", "ANARCHON_DJANGO_MARIADB": name}
+    finally:
+        admin("mariadb", f"DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Project]:
     if request.param == "sqlite":
         env = {"ANARCHON_DJANGO_DB": "sqlite", "ANARCHON_DJANGO_SQLITE": str(tmp_path / "p.db")}
@@ -110,7 +126,7 @@ def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Project]
         yield made
         made.stop()
         return
-    databases = _postgres_database()
+    databases = _postgres_database() if request.param == "postgres" else _mariadb_database()
     env = next(databases)
     made = Project(env, tmp_path)
     try:
