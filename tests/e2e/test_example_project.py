@@ -79,7 +79,8 @@ def test_example_project_boots_and_runs_three_instances(env: dict[str, str],
     # one row per slot (unique), and each slot succeeded exactly once in anarchon's history
     with sqlite3.connect(db) as conn:
         successes = Counter(slot for (slot,) in conn.execute(
-            "SELECT slot FROM anarchon_django_store_attempt WHERE job = 'tick' AND status = 'success'"))
+            "SELECT slot FROM anarchon_django_store_attempt "
+            "WHERE job = 'tick' AND status = 'success'"))
     assert {slot for slot, _ in after} <= set(successes), (after, successes)
     assert all(n == 1 for n in successes.values()), successes
     assert len({instance for _, instance in after}) >= 1
