@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import claims, handover, heartbeat, peers, scale, servers
+from . import claims, django_stores, handover, heartbeat, peers, scale, servers
 from .peers import Variant
 from .report import Column, machine, table
 
@@ -208,6 +209,22 @@ class Runner:
                 rows += self.attempt(store, partial(claims.measure, url, n,
                                                     self.plan.claim_rounds))
             asyncio.run(_cleanup(store, self.urls.get(store), namespace, ["bench"]))
+        return rows + self.django_claims()
+
+    def django_claims(self) -> list[dict[str, Any]]:
+        """The ORM store on each database (benchmarks.django_stores), when Django is here."""
+        rows = []
+        for store in (s for s in django_stores.STORES if s in self.stores):
+            kind = store.split("-", 1)[1]
+            reason = django_stores.unavailable(kind)
+            if reason is not None:
+                rows.append({"backend": store, "error": f"skipped: {reason}"[:500]})
+                continue
+            url = django_stores.prepare(kind, f"cl{uuid.uuid4().hex[:10]}")
+            for n in self.plan.claim_instances:
+                rows += self.attempt(store, partial(claims.measure, url, n,
+                                                    self.plan.claim_rounds))
+        django_stores.drop_all()
         return rows
 
     def heartbeat(self) -> list[dict[str, Any]]:
@@ -315,8 +332,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a short run (about a minute) that proves the harness works")
     parser.add_argument("--only", default=",".join(SECTIONS),
                         help=f"comma-separated sections: {', '.join(SECTIONS)}")
-    parser.add_argument("--backends", default=",".join(servers.STORES),
-                        help=f"comma-separated stores: {', '.join(servers.STORES)}")
+    every_store = servers.STORES + django_stores.STORES
+    parser.add_argument("--backends", default=",".join(every_store),
+                        help=f"comma-separated stores: {', '.join(every_store)}")
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--scale-seconds", type=float,
                         help="cap each scale row's window at this many seconds (a shorter "
@@ -325,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     stores = tuple(s.strip() for s in args.backends.split(",") if s.strip())
     unknown = [s for s in only if s not in SECTIONS] + [s for s in stores
-                                                         if s not in servers.STORES]
+                                                         if s not in every_store]
     if unknown:
         parser.error(f"unknown section(s)/backend(s): {', '.join(unknown)}")
     plan = SMOKE if args.smoke else FULL

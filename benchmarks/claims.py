@@ -43,7 +43,8 @@ from .common import percentile
 
 STORE_OF_SCHEME = {"sqlite": "sqlite", "redis": "redis", "rediss": "redis", "valkey": "valkey",
                    "valkeys": "valkey", "postgres": "postgres", "postgresql": "postgres",
-                   "amqp": "rabbitmq", "amqps": "rabbitmq", "nats": "nats"}
+                   "amqp": "rabbitmq", "amqps": "rabbitmq", "nats": "nats",
+                   "django": "django"}
 
 FLOOR_TEXT = {
     "sqlite": "BEGIN IMMEDIATE; COMMIT",
@@ -52,6 +53,7 @@ FLOOR_TEXT = {
     "postgres": "SELECT 1",
     "rabbitmq": "confirmed publish",
     "nats": "JetStream publish",
+    "django": "SELECT 1 (Django connection)",
 }
 
 WRITE_FLOOR_TEXT = {
@@ -61,6 +63,7 @@ WRITE_FLOOR_TEXT = {
     "postgres": "INSERT ... ON CONFLICT DO UPDATE",
     "rabbitmq": "= floor",
     "nats": "= floor",
+    "django": "= floor",
 }
 
 #: one HSET, with a claim's KEYS/ARGV and a claim's reply shape ({outcome, attempt, now})
@@ -111,6 +114,10 @@ async def _floor_once(url: str, rounds: int) -> list[float]:
         samples = await _rabbitmq_floor(url.split("?")[0], rounds)
     elif store == "nats":
         samples = await _nats_floor(url.split("?")[0], rounds)
+    elif store == "django":
+        from .django_stores import floor
+
+        samples = await asyncio.to_thread(floor, url, rounds)
     return samples
 
 
@@ -296,8 +303,10 @@ def measure(url: str, instances: int, rounds: int) -> dict[str, Any]:
     floor_median = statistics.median(floor) * 1000 if floor else float("nan")
     write_median = statistics.median(write_floor) * 1000 if write_floor else float("nan")
     store = STORE_OF_SCHEME[urlsplit(url).scheme]
+    # django://sqlite_<namespace> (benchmarks.django_stores) -> "django-sqlite"
+    label = f"django-{urlsplit(url).netloc.split('_')[0]}" if store == "django" else store
     return {
-        "backend": store, "instances": instances, "claims": len(claims),
+        "backend": label, "instances": instances, "claims": len(claims),
         "claim_median_ms": round(claim_median, 3),
         "claim_p99_ms": round(percentile(claims, 0.99) * 1000, 3),
         "floor": FLOOR_TEXT[store],

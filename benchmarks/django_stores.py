@@ -1,0 +1,166 @@
+"""The ``"django"`` store (the ORM backend) on SQLite, PostgreSQL and MariaDB, set up in
+this process for benchmarks and tests.
+
+:func:`prepare` configures Django here (once: settings with only ``anarchon_django``),
+adds a database alias for one namespace — a SQLite file, a PostgreSQL schema (through
+``search_path``) in ``ANARCHON_POSTGRES_URL``'s database, or a MariaDB database on the
+server of ``ANARCHON_MARIADB_URL`` (default for a local run
+``mysql://root@127.0.0.1:3306/``) — runs ``migrate anarchon_django`` there and returns the
+``django://ALIAS`` URL that :func:`anarchon.from_url` understands. Processes forked
+afterwards inherit the configuration. :func:`drop_all` removes the schemas and databases.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+#: the stores, as ``--backends`` names them
+STORES = ("django-sqlite", "django-postgres", "django-mariadb")
+POSTGRES_URL = (os.environ.get("ANARCHON_POSTGRES_URL")
+                or "postgresql://postgres@127.0.0.1:5432/test")
+MARIADB_URL = os.environ.get("ANARCHON_MARIADB_URL") or "mysql://root@127.0.0.1:3306/"
+_lock = threading.Lock()
+_drops: list[Callable[[], None]] = []
+_dir: list[str] = []
+
+
+def configure() -> None:
+    """Configure Django in this process (no project database of its own), once."""
+    import django
+    from django.conf import settings
+
+    with _lock:
+        if not settings.configured:
+            settings.configure(
+                DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3",
+                                       "NAME": ":memory:"}},
+                INSTALLED_APPS=["anarchon_django"], USE_TZ=True,
+                DEFAULT_AUTO_FIELD="django.db.models.AutoField", ANARCHON={})
+            django.setup()
+
+
+def server_config(kind: str, database: str | None = None) -> dict[str, Any]:
+    """A ``DATABASES`` entry for ``kind`` (``postgres``/``mariadb``) from its URL."""
+    url = urlsplit(POSTGRES_URL if kind == "postgres" else MARIADB_URL)
+    config: dict[str, Any] = {
+        "ENGINE": ("django.db.backends.postgresql" if kind == "postgres"
+                   else "django.db.backends.mysql"),
+        "NAME": database if database is not None else unquote(url.path.lstrip("/")),
+        "USER": unquote(url.username or ""), "PASSWORD": unquote(url.password or ""),
+        "HOST": url.hostname or "", "PORT": str(url.port or ""),
+    }
+    if kind == "mariadb":
+        config["OPTIONS"] = {"charset": "utf8mb4"}
+    return config
+
+
+def admin(kind: str, statement: str) -> None:
+    """Run one statement on the server itself (``postgres``/``mariadb``), no alias."""
+    if kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(statement)
+        return
+    import MySQLdb  # type: ignore[import-untyped, unused-ignore]
+
+    config = server_config("mariadb")
+    conn = MySQLdb.connect(host=config["HOST"], port=int(config["PORT"] or 3306),
+                           user=config["USER"], password=config["PASSWORD"])
+    try:
+        conn.cursor().execute(statement)
+    finally:
+        conn.close()
+
+
+def _add_alias(alias: str, config: dict[str, Any]) -> None:
+    from django.db import connections
+
+    both = {"default": connections.settings["default"], alias: config}
+    connections.settings[alias] = connections.configure_settings(both)[alias]
+
+
+def prepare(kind: str, namespace: str) -> str:
+    """A migrated store for ``namespace`` (``[a-z0-9_]``) on ``kind``; its URL."""
+    configure()
+    from django.core.management import call_command
+    from django.db import connections
+
+    alias = f"{kind}_{namespace}"
+    if kind == "sqlite":
+        if not _dir:
+            _dir.append(tempfile.mkdtemp(prefix="anarchon-django-store-"))
+        _add_alias(alias, {"ENGINE": "django.db.backends.sqlite3",
+                           "NAME": os.path.join(_dir[0], namespace + ".db")})
+    elif kind == "postgres":
+        admin(kind, f"CREATE SCHEMA {namespace}")
+        _drops.append(lambda: admin(kind, f"DROP SCHEMA IF EXISTS {namespace} CASCADE"))
+        config = server_config(kind)
+        config["OPTIONS"] = {"options": f"-c search_path={namespace}"}
+        _add_alias(alias, config)
+    elif kind == "mariadb":
+        admin(kind, f"CREATE DATABASE {namespace} CHARACTER SET utf8mb4")
+        _drops.append(lambda: admin(kind, f"DROP DATABASE IF EXISTS {namespace}"))
+        _add_alias(alias, server_config(kind, namespace))
+    else:
+        raise ValueError(f"unknown database kind {kind!r}: sqlite, postgres or mariadb")
+    call_command("migrate", "anarchon_django", database=alias, verbosity=0)
+    connections[alias].close()  # backends open their own, in their threads
+    return f"django://{alias}"
+
+
+def unavailable(kind: str) -> str | None:
+    """Why the store cannot be used here, or None."""
+    try:
+        import django  # noqa: F401
+    except ImportError:
+        return 'Django is not installed (pip install "anarchon[django]")'
+    if kind == "sqlite":
+        return None
+    try:
+        admin(kind, "SELECT 1")
+    except ImportError as exc:
+        return f'the driver is not installed ({exc}): pip install "anarchon[postgres,mysql]"'
+    except Exception as exc:
+        variable = "ANARCHON_POSTGRES_URL" if kind == "postgres" else "ANARCHON_MARIADB_URL"
+        return f"the server at {variable} does not answer: {exc}"
+    return None
+
+
+def floor(url: str, rounds: int) -> list[float]:
+    """``SELECT 1`` through the alias's Django connection, ``rounds`` times (seconds)."""
+    import time
+
+    from django.db import connections
+
+    alias = urlsplit(url).netloc
+    samples = []
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT 1")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+            samples.append(time.perf_counter() - start)
+    connections[alias].close()
+    return samples
+
+
+def drop_all() -> None:
+    """Close this process's connections; drop the schemas and databases made here."""
+    from django.conf import settings
+
+    if settings.configured:
+        from django.db import connections
+
+        connections.close_all()
+    while _drops:
+        try:
+            _drops.pop()()
+        except Exception:  # best effort at exit
+            pass
