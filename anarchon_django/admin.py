@@ -30,8 +30,9 @@ from django.views.decorators.http import require_POST
 
 from anarchon import RunRecord
 
-from . import runtime, timeline
+from . import direct, history_page, runtime, timeline
 from .models import Job, Run
+from .store.operations import Store
 
 STATUSES = ("running", "success", "failure", "interrupted")
 REASONS = ("scheduled", "manual", "catch-up", "takeover")
@@ -77,6 +78,15 @@ class RunAdmin(_ReadOnlyAdmin):
         query = {key: request.GET.get(key, "").strip() for key in
                  ("job", "status", "reason", "instance", "date", "q")}
         since, until = _date_range(query["date"])
+        query["o"] = request.GET.get("o", "").strip()
+        query["p"] = request.GET.get("p", "").strip()
+        try:
+            store = direct.store_of(runtime.get_scheduler())
+        except Exception:
+            store = None  # the settings are reported by the system checks
+        if store is not None:
+            return self._store_history(request, store, query, since, until)
+        del query["o"], query["p"]
         records: list[RunRecord] = []
         all_records: list[RunRecord] = []
         error = None
@@ -109,8 +119,45 @@ class RunAdmin(_ReadOnlyAdmin):
             has_filters=any(query[k] for k in ("job", "status", "reason", "instance", "date")),
         ))
 
+    def _store_history(self, request: HttpRequest, store: Store, query: dict[str, str],
+                       since: datetime | None, until: datetime | None) -> HttpResponse:
+        search = direct.HistoryQuery(query["job"] or None, query["status"] or None,
+                                     query["reason"] or None, query["instance"] or None,
+                                     query["q"] or None, since, until)
+        error, built = None, None
+        try:
+            built = history_page.build(store, query, search, PER_PAGE)
+            names = runtime.job_names()
+        except Exception as exc:
+            names, error = [], f"{type(exc).__name__}: {exc}"
+        filters = [
+            _filter("job", "By job", [(n, n) for n in names], query),
+            _filter("status", "By status", [(s, s) for s in STATUSES], query),
+            _filter("reason", "By reason", [(r, r) for r in REASONS], query),
+            _filter("instance", "By instance",
+                    [(i, i) for i in (built.instances if built else [])], query),
+            _filter("date", "By date", list(DATES), query),
+        ]
+        return TemplateResponse(request, "admin/anarchon_django/history.html", self._context(
+            request, "Run history", page=built.page if built else None,
+            rows=built.rows if built else [], headers=built.headers if built else [],
+            filters=filters, query=query, total=built.total if built else 0, error=error,
+            cl_query=_without(query, "p"),
+            has_filters=any(query[k] for k in ("job", "status", "reason", "instance", "date")),
+        ))
+
     def detail_view(self, request: HttpRequest) -> HttpResponse:
         self._require_view(request)
+        store = direct.store_of(runtime.get_scheduler())
+        if store is not None and "id" in request.GET:
+            found = history_page.attempt(store, request.GET["id"])
+            if found is None:
+                raise Http404("no such attempt in the history")
+            return TemplateResponse(request, "admin/anarchon_django/detail.html",
+                                    self._context(request, f"{found.name} · attempt "
+                                                  f"{found.attempt}", record=found,
+                                                  history_url=reverse(
+                                                      "admin:anarchon_django_run_changelist")))
         try:
             name = request.GET["job"]
             slot, attempt = int(request.GET["slot"]), int(request.GET["attempt"])
@@ -140,6 +187,7 @@ class JobAdmin(_ReadOnlyAdmin):
     def jobs_view(self, request: HttpRequest) -> HttpResponse:
         self._require_view(request)
         rows: list[runtime.JobRow] = []
+        gone: set[str] = set()
         chart = None
         error = None
         try:
@@ -147,12 +195,14 @@ class JobAdmin(_ReadOnlyAdmin):
             recent = [record for row in rows
                       for record in runtime.history(row.info.name, TIMELINE_RUNS)]
             chart = timeline.render([row.info.name for row in rows], recent)
+            gone = runtime.gone_jobs([row.info.name for row in rows])
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         history = reverse("admin:anarchon_django_run_changelist")
         return TemplateResponse(request, "admin/anarchon_django/jobs.html", self._context(
-            request, "Jobs", rows=[{"row": row, "history_url": history + "?" + urlencode(
-                {"job": row.info.name})} for row in rows],
+            request, "Jobs", rows=[{"row": row, "gone": row.info.name in gone,
+                                    "history_url": history + "?" + urlencode(
+                {"job": row.info.name})} for row in rows], gone_after="24 hours",
             chart=chart, error=error, can_run=_can_run(request),
             run_url=reverse("admin:anarchon_django_job_run"),
         ))
@@ -163,15 +213,24 @@ class JobAdmin(_ReadOnlyAdmin):
         name = request.POST.get("job", "")
         try:
             runtime.request_run(name)
-        except LookupError as exc:
+        except (LookupError, runtime.RunRefused) as exc:
             messages.error(request, str(exc.args[0]))
         except Exception as exc:  # a store that does not answer: say so, never a 500
             messages.error(request, f"The manual run of “{name}” was not requested: "
                            f"{type(exc).__name__}: {exc}")
         else:
-            messages.success(request, f"Requested a manual run of “{name}”: a running "
-                             "instance will execute it.")
+            messages.success(request, f"Requested a manual run of “{name}”: "
+                             f"{_who_runs(name)}")
         return HttpResponseRedirect(reverse("admin:anarchon_django_job_changelist"))
+
+
+def _who_runs(name: str) -> str:
+    """The second half of the Run now message: who will run it, and the expiry."""
+    scheduler = runtime.get_scheduler()
+    backend = scheduler.backend
+    ttl = getattr(backend, "trigger_ttl", None)
+    expiry = f" If none is running, the request expires unclaimed after {ttl:g} s." if ttl else ""
+    return f"an instance running {name!r} executes it within a few seconds.{expiry}"
 
 
 def _can_run(request: HttpRequest) -> bool:

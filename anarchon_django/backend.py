@@ -37,6 +37,7 @@ def build_backend(config: AnarchonSettings) -> Backend:
         return backend
     try:
         if backend == "django":
+            options.setdefault("trigger_ttl", trigger_ttl(config))
             return django_backend(**options)
         if "://" in backend:
             return from_url(backend, **options)
@@ -59,8 +60,20 @@ def build_backend(config: AnarchonSettings) -> Backend:
     return instance
 
 
+def trigger_ttl(config: AnarchonSettings) -> float:
+    """The default life of a manual-run request: ``max(lease, 60 s)``."""
+    from anarchon.jobs import SchedulerOptions
+
+    scheduler = {k: v for k, v in config.scheduler.items() if k in ("lease", "heartbeat")}
+    try:
+        lease = SchedulerOptions.build(scheduler).lease
+    except (TypeError, ValueError):
+        lease = 30.0  # reported by the system checks
+    return max(lease, 60.0)
+
+
 def django_backend(database: str | None = None, table: str | None = None,
-                   **options: Any) -> Backend:
+                   trigger_ttl: Any = 60.0, **options: Any) -> Backend:
     """The ORM store (:class:`~anarchon_django.store.backend.DjangoBackend`) in the
     project database ``database`` (default: the one ``DATABASE_ROUTERS`` pick).
 
@@ -70,15 +83,15 @@ def django_backend(database: str | None = None, table: str | None = None,
 
     if options:
         raise SettingsError(f"unknown ANARCHON['OPTIONS'] {sorted(options)} for the 'django' "
-                            "backend", "anarchon.E003", "it takes 'database' (and 'table', "
-                            "the old tables migration 0002 copies)")
+                            "backend", "anarchon.E003", "it takes 'database', 'trigger_ttl' "
+                            "(and 'table', the old tables migration 0002 copies)")
     if database is not None and database not in connections:
         raise SettingsError(f"ANARCHON['OPTIONS']['database'] {database!r} is not in "
                             "DATABASES", "anarchon.E003",
                             f"use one of {sorted(connections.settings)}")
     try:
-        return DjangoBackend(database)
-    except ValueError as exc:
+        return DjangoBackend(database, trigger_ttl=trigger_ttl)
+    except (TypeError, ValueError) as exc:
         raise ImproperlyConfigured(f"ANARCHON backend 'django': {exc}") from exc
 
 

@@ -45,6 +45,34 @@ def declared(scheduler: Scheduler) -> list[JobInfo]:
     return [core._info(job) for job in core._jobs.values()]
 
 
+#: a job declared nowhere in this process and neither registered nor started by any
+#: instance for this long is shown as gone (no Run now; ``manage.py anarchon forget``)
+GONE_AFTER_MS = 24 * 3600 * 1000
+
+
+def gone(scheduler: Scheduler, store: Store, name: str) -> bool:
+    """Whether job ``name`` is gone (see :data:`GONE_AFTER_MS`)."""
+    if name in scheduler.job_names:
+        return False
+    seen = store.last_seen(name)
+    return seen is None or seen < store.now() - GONE_AFTER_MS
+
+
+def refusal(scheduler: Scheduler, store: Store, name: str) -> str | None:
+    """Why a manual run of ``name`` cannot be requested now, or None.
+
+    One manual run at a time per job (a live request or a running manual attempt
+    blocks another) unless the job is declared here with ``overlap="allow"``.
+    """
+    if gone(scheduler, store, name):
+        return (f"job “{name}” is gone: no instance has registered or run it for 24 hours "
+                f"(python manage.py anarchon forget {name} removes it)")
+    allowed = any(info.name == name and info.options.get("overlap") == "allow"
+                  for info in declared(scheduler))
+    reason = None if allowed else store.manual_pending(name)
+    return None if reason is None else f"job “{name}” was not requested again: {reason}"
+
+
 @dataclass(frozen=True)
 class HistoryQuery:
     """Filters of the run history; ``search`` matches job, instance and error text."""

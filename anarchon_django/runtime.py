@@ -187,6 +187,23 @@ def history(name: str, count: int, scheduler: Scheduler | None = None) -> list[R
     return scheduler.history(name, count) if store is None else store.history(name, count)
 
 
+def gone_jobs(names: Iterable[str], scheduler: Scheduler | None = None) -> set[str]:
+    """Which of ``names`` are gone (the ``"django"`` store only; see ``direct.gone``)."""
+    scheduler = scheduler or get_scheduler()
+    store = direct.store_of(scheduler)
+    return set() if store is None else {n for n in names if direct.gone(scheduler, store, n)}
+
+
+def forget(name: str, scheduler: Scheduler | None = None) -> int:
+    """Delete every row of job ``name`` from the ``"django"`` store; how many."""
+    scheduler = scheduler or get_scheduler()
+    store = direct.store_of(scheduler)
+    if store is None:
+        raise NotImplementedError("forget needs the 'django' backend (ANARCHON['BACKEND'] = "
+                                  "'django'); other stores expire history by history_size/ttl")
+    return store.forget(name)
+
+
 def job_rows(scheduler: Scheduler | None = None) -> list[JobRow]:
     """Every job with its last outcome and current runner."""
     scheduler = scheduler or get_scheduler()
@@ -240,11 +257,18 @@ def find_run(name: str, slot: int, attempt: int, manual: bool,
     return None
 
 
+class RunRefused(Exception):
+    """A manual run was not requested (one is pending or running, or the job is gone)."""
+
+
 def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None) -> None:
     """Ask the store for a manual run that exactly one running instance executes.
 
-    Goes through the core's ``trigger(name, data)``; ``data`` must be JSON and is stored
-    until the run starts (no secrets). Unknown jobs raise ``LookupError``.
+    Goes through the core's ``trigger(name, data)`` (the ``"django"`` store: written in
+    this thread and transaction); ``data`` must be JSON and is stored until the run
+    starts (no secrets). Unknown jobs raise ``LookupError``; on the ``"django"`` store a
+    second request while one is pending or running, or a request for a gone job, raises
+    :class:`RunRefused`. Requests expire unclaimed after ``OPTIONS["trigger_ttl"]``.
     """
     scheduler = scheduler or get_scheduler()
     names = job_names(scheduler)
@@ -252,6 +276,9 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
         raise LookupError(f"unknown job {name!r}; jobs: {', '.join(names) or 'none'}")
     store = direct.store_of(scheduler)
     if store is not None:
+        refused = direct.refusal(scheduler, store, name)
+        if refused is not None:
+            raise RunRefused(refused)
         try:
             payload = None if data is None else json.dumps(data)
         except (TypeError, ValueError) as exc:

@@ -16,6 +16,7 @@ PALETTE = ("#417690", "#e08b2c", "#5b9a3c", "#8e5ea2", "#c0504d", "#2a9d8f", "#b
            "#6c7a89")
 STATUS_STROKE = {"failure": "#ba2121", "interrupted": "#c77700", "running": "#000000"}
 LABEL_WIDTH, CHART_WIDTH, ROW_HEIGHT, TOP = 170, 760, 26, 26
+LABEL_CHARS = 26  # longer job names end in "…"; the full name is the label's tooltip
 
 
 def instance_colours(records: Sequence[RunRecord]) -> dict[str, str]:
@@ -48,18 +49,19 @@ def render(jobs: Sequence[str], records: Sequence[RunRecord], now: datetime | No
         'width="{}" height="{}" viewBox="0 0 {} {}" aria-label="Recent runs by instance">',
         LABEL_WIDTH + CHART_WIDTH + 10, height, LABEL_WIDTH + CHART_WIDTH + 10, height)]
     parts.append(format_html(
-        '<text x="{}" y="14" font-size="11" fill="#666">{}</text>'
-        '<text x="{}" y="14" font-size="11" fill="#666" text-anchor="end">{}</text>',
+        '<text class="axis" x="{}" y="14" font-size="11">{}</text>'
+        '<text class="axis" x="{}" y="14" font-size="11" text-anchor="end">{}</text>',
         LABEL_WIDTH, timezone.localtime(start).strftime("%H:%M:%S"),
-        LABEL_WIDTH + CHART_WIDTH, timezone.localtime(now).strftime("%H:%M:%S")))
+        LABEL_WIDTH + CHART_WIDTH, timezone.localtime(now).strftime("%H:%M:%S %Z")))
     rows = {name: index for index, name in enumerate(jobs)}
     for name, index in rows.items():
         y = TOP + index * ROW_HEIGHT
+        label = name if len(name) <= LABEL_CHARS else name[:LABEL_CHARS - 1] + "…"
         parts.append(format_html(
-            '<rect x="{}" y="{}" width="{}" height="{}" fill="{}"/>'
-            '<text x="4" y="{}" font-size="12" fill="#333">{}</text>',
-            LABEL_WIDTH, y, CHART_WIDTH, ROW_HEIGHT - 4, "#f4f4f4" if index % 2 else "#fafafa",
-            y + ROW_HEIGHT / 2 + 2, name[:26]))
+            '<rect class="lane{}" x="{}" y="{}" width="{}" height="{}"/>'
+            '<text x="4" y="{}" font-size="12" fill="currentColor">{}<title>{}</title></text>',
+            " lane-odd" if index % 2 else "", LABEL_WIDTH, y, CHART_WIDTH, ROW_HEIGHT - 4,
+            y + ROW_HEIGHT / 2 + 2, label, name))
     for record in records:
         if record.name not in rows or (record.finished_at or now) < start:
             continue
@@ -81,8 +83,8 @@ def render(jobs: Sequence[str], records: Sequence[RunRecord], now: datetime | No
     for instance, colour in colours.items():
         parts.append(format_html(
             '<rect x="{}" y="{}" width="10" height="10" fill="{}"/>'
-            '<text x="{}" y="{}" font-size="11" fill="#333">{}</text>',
-            offset, legend_y - 9, colour, offset + 14, legend_y, instance[:40]))
+            '<text x="{}" y="{}" font-size="11" fill="currentColor">{}<title>{}</title></text>',
+            offset, legend_y - 9, colour, offset + 14, legend_y, instance[:40], instance))
         offset += 24 + 7 * min(len(instance), 40)
     parts.append(mark_safe("</svg>"))
     return mark_safe("".join(str(part) for part in parts))  # parts are escaped

@@ -33,6 +33,7 @@ from anarchon.backends.base import (
     RunState,
     TriggerRequest,
 )
+from anarchon.durations import DurationLike, parse_duration
 from anarchon.errors import IncompatibleStoreError
 from anarchon.history import RunRecord, RunStatus
 
@@ -62,18 +63,23 @@ class DjangoBackend(LeaseBackend):
     """Leases and history in the project's database, through the Django ORM.
 
     ``database``: the alias (default: what ``DATABASE_ROUTERS`` choose for writing
-    ``StoreRun``, i.e. ``"default"`` without routers). The tables come from
-    ``manage.py migrate``; :meth:`open` checks they are there.
+    ``StoreRun``, i.e. ``"default"`` without routers). ``trigger_ttl``: a manual-run
+    request no instance has taken within this long is dropped (``anarchon_django``
+    default: ``max(lease, 1 min)``). The tables come from ``manage.py migrate``;
+    :meth:`open` checks they are there.
     """
 
     name = "django"
     supports_triggers = True
 
-    def __init__(self, database: str | None = None) -> None:
+    def __init__(self, database: str | None = None, *,
+                 trigger_ttl: DurationLike = 60.0) -> None:
         self.alias = store_alias(database)
+        #: how long a manual-run request waits for an instance before it is dropped
+        self.trigger_ttl = parse_duration(trigger_ttl, option="trigger_ttl")
         #: ``django:sqlite``, ``django:postgresql``, ``django:mysql``
         self.name = f"django:{connections[self.alias].vendor}"
-        self.store = Store(self.alias)
+        self.store = Store(self.alias, int(self.trigger_ttl * 1000))
         self._thread = OrmThread(self.alias)
         self._checked = False
 

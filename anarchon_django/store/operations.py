@@ -42,8 +42,10 @@ from .worker import database_ms
 class Store:
     """Store operations on database ``alias``; call them in the thread that owns it."""
 
-    def __init__(self, alias: str) -> None:
+    def __init__(self, alias: str, trigger_ttl_ms: int = 60_000) -> None:
         self.alias = alias
+        #: a manual-run request not taken within this long is dropped, never run
+        self.trigger_ttl_ms = trigger_ttl_ms
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -285,15 +287,37 @@ class Store:
         return str(trigger.pk)
 
     def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Take (delete) the pending requests for ``names``; one read when none."""
+        """Take (delete) the pending requests for ``names``; one read when none.
+
+        Requests older than :attr:`trigger_ttl_ms` are deleted, not returned."""
         if not self._triggers().exists():
             return []
         with transaction.atomic(using=self.alias):
             self._sqlite_write_lock()
+            self._triggers().filter(requested_at__lt=self.now() - self.trigger_ttl_ms).delete()
             rows = list(self._triggers().select_for_update().filter(job__in=list(names))
                         .order_by("id").values_list("id", "job", "data"))
             self._triggers().filter(id__in=[row[0] for row in rows]).delete()
         return [TriggerRequest(str(ident), job, data) for ident, job, data in rows]
+
+    def manual_pending(self, name: str) -> str | None:
+        """Why a new manual run of ``name`` must wait (a live request, a running manual
+        attempt), or None."""
+        now = self.now()
+        if self._triggers().filter(job=name,
+                                   requested_at__gte=now - self.trigger_ttl_ms).exists():
+            return "a manual run of it was requested and no instance has taken it yet"
+        if self._attempts().filter(job=name, manual=True, status="running").exists():
+            return "a manual run of it is running"
+        return None
+
+    def last_seen(self, name: str) -> int | None:
+        """The newest registration or attempt start of ``name`` (epoch ms), or None."""
+        registered = self._jobs().filter(name=name).values_list("updated", flat=True).first()
+        started = (self._attempts().filter(job=name).order_by("-started_at")
+                   .values_list("started_at", flat=True).first())
+        times = [t for t in (registered, started) if t is not None]
+        return max(times) if times else None
 
     def forget(self, name: str) -> int:
         """Delete every row of job ``name``; how many were deleted."""

@@ -1,4 +1,4 @@
-"""``manage.py anarchon run | list | history | trigger | run-now``."""
+"""``manage.py anarchon run | list | history | trigger | run-now | forget``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,16 @@ from anarchon import Event, RunRecord, StoreError
 from anarchon.clierrors import describe
 
 from ...conf import SettingsError, get_settings
-from ...runtime import build_scheduler, get_scheduler, history_all, job_names, job_rows, request_run
+from ...runtime import (
+    RunRefused,
+    build_scheduler,
+    forget,
+    get_scheduler,
+    history_all,
+    job_names,
+    job_rows,
+    request_run,
+)
 
 logger = logging.getLogger("anarchon_django")
 
@@ -62,6 +71,9 @@ class Command(BaseCommand):
         trigger.add_argument("--data", default=None, help="JSON run data (stored: no secrets)")
         trigger.add_argument("--here", action="store_true",
                              help="run it in this process instead (like run-now)")
+        forget = sub.add_parser("forget", help="remove a job's rows from the 'django' store "
+                                "(a job removed from the code)")
+        forget.add_argument("job")
         run_now = sub.add_parser("run-now", help="run a job in this process now")
         run_now.add_argument("job")
         run_now.add_argument("--data", default=None, help="JSON run data")
@@ -72,7 +84,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         handlers: dict[str, Callable[..., None]] = {
             "run": self.do_run, "list": self.do_list, "history": self.do_history,
-            "trigger": self.do_trigger, "run-now": self.do_run_now}
+            "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget}
         handler = handlers[options["subcommand"]]
         try:
             handler(**options)
@@ -145,7 +157,7 @@ class Command(BaseCommand):
         self._known(job)
         try:
             request_run(job, payload)
-        except NotImplementedError as exc:
+        except (NotImplementedError, RunRefused) as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"requested a manual run of {job!r}; a running instance will "
                           "execute it")
@@ -164,6 +176,19 @@ class Command(BaseCommand):
                           + (f": {record.error}" if record.error else ""))
         if record.status == "failure":
             raise CommandError(f"job {job!r} failed: {record.error}")
+
+    def do_forget(self, job: str, **_: Any) -> None:
+        scheduler = get_scheduler()
+        if job in scheduler.job_names:
+            self.stderr.write(f"warning: {job!r} is still declared here; the next "
+                              "'anarchon run' registers it again")
+        try:
+            removed = forget(job, scheduler)
+        except NotImplementedError as exc:
+            raise CommandError(str(exc)) from exc
+        if not removed:
+            raise CommandError(f"the store has no rows of job {job!r}")
+        self.stdout.write(f"forgot {job!r}: {removed} row(s) removed")
 
     # -- helpers -------------------------------------------------------------------------
 

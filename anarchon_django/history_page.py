@@ -1,0 +1,69 @@
+"""The run history page on the ``"django"`` store: filtered, searched, sorted and paged
+by the database (a queryset handed to ``Paginator``), each row linking to its own
+attempt by id."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.paginator import Page, Paginator
+from django.urls import reverse
+
+from . import direct
+from .store.models import StoreAttempt
+from .store.operations import Store, record
+
+#: column headers of the history table: (label, sort key or None)
+COLUMNS = (("Job", "job"), ("Slot", "scheduled"), ("Attempt", "attempt"),
+           ("Reason", "reason"), ("Status", "status"), ("Started", "started"),
+           ("Duration", None), ("Instance", "instance"))
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """What the template needs for one page."""
+
+    page: Page[Any]
+    rows: list[dict[str, Any]]
+    total: int
+    instances: list[str]
+    headers: list[dict[str, Any]]
+
+
+def build(store: Store, query: dict[str, str], search: direct.HistoryQuery,
+          per_page: int) -> HistoryPage:
+    """One page of the history ``search`` selects, sorted by ``query["o"]``."""
+    order = query.get("o") or "-started"
+    if order.lstrip("-") not in direct.ORDERINGS:
+        order = "-started"
+    page = Paginator(direct.attempts(store, search, order), per_page).get_page(query.get("p"))
+    detail = reverse("admin:anarchon_django_run_detail")
+    rows = [{"record": record(row), "url": f"{detail}?id={row.pk}"} for row in page]
+    return HistoryPage(page, rows, page.paginator.count, direct.instances(store),
+                       _headers(query, order))
+
+
+def _headers(query: dict[str, str], order: str) -> list[dict[str, Any]]:
+    headers = []
+    for label, key in COLUMNS:
+        current = None
+        if key is not None and order.lstrip("-") == key:
+            current = "descending" if order.startswith("-") else "ascending"
+        url = None
+        if key is not None:
+            flipped = key if current == "descending" else f"-{key}"
+            url = "?" + urlencode({**{k: v for k, v in query.items() if v and k != "p"},
+                                   "o": flipped})
+        headers.append({"label": label, "url": url, "sorted": current})
+    return headers
+
+
+def attempt(store: Store, ident: str) -> Any:
+    """The attempt with primary key ``ident`` as a record, or None."""
+    try:
+        row = StoreAttempt.objects.using(store.alias).filter(pk=int(ident)).first()
+    except ValueError:
+        return None
+    return None if row is None else record(row)
