@@ -10,6 +10,7 @@ ANARCHON = {
     "AUTODISCOVER": ["jobs"],   # modules imported from every installed app
     "DRAMATIQ": None,           # schedule anarchon_dramatiq-marked actors (None: when
                                 # django_dramatiq is in INSTALLED_APPS)
+    "LISTENERS": {},            # {"failure": ["myapp.alerts.on_failure"], ...} per event
 }
 ```
 Every key is optional. ``SCHEDULER["timezone"]`` defaults to ``settings.TIME_ZONE``.
@@ -30,7 +31,7 @@ from django.dispatch import receiver
 from anarchon.backends import Backend
 
 SETTING = "ANARCHON"
-KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER", "DRAMATIQ")
+KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER", "DRAMATIQ", "LISTENERS")
 #: keys of a ``JOBS`` entry besides the job options
 SCHEDULE_KEYS = ("every", "cron", "at")
 #: scheduler arguments that are not options of the core (docs/contract.md, *Options*)
@@ -70,6 +71,8 @@ class AnarchonSettings:
     #: schedule Dramatiq actors marked with anarchon_dramatiq (None: if django_dramatiq is
     #: installed)
     dramatiq: bool | None = None
+    #: event type -> dotted paths of listeners (see :mod:`anarchon_django.signals`)
+    listeners: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def scheduler_arguments(self) -> dict[str, Any]:
         """Keyword arguments for ``anarchon.Scheduler`` (timezone defaulted to TIME_ZONE)."""
@@ -109,7 +112,27 @@ def parse(raw: object) -> AnarchonSettings:
                             f"{dramatiq!r}", "anarchon.E002",
                             "None (the default) schedules marked actors when django_dramatiq "
                             "is installed")
-    return AnarchonSettings(backend, options, scheduler, jobs, tuple(discover), dramatiq)
+    return AnarchonSettings(backend, options, scheduler, jobs, tuple(discover), dramatiq,
+                            _listeners(_dict(raw, "LISTENERS")))
+
+
+def _listeners(raw: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    from anarchon.events import EVENT_TYPES
+
+    parsed = {}
+    for kind, paths in raw.items():
+        where = f"{SETTING}['LISTENERS'][{kind!r}]"
+        if kind not in EVENT_TYPES:
+            raise SettingsError(f"{where}: unknown event", "anarchon.E002",
+                                f"events: {', '.join(sorted(EVENT_TYPES))}")
+        if isinstance(paths, str):
+            paths = [paths]
+        if not isinstance(paths, (list, tuple)) or not all(
+                isinstance(path, str) and "." in path for path in paths):
+            raise SettingsError(f"{where} must be a list of dotted paths, got {paths!r}",
+                                "anarchon.E002", "e.g. ['myapp.alerts.on_failure']")
+        parsed[kind] = tuple(paths)
+    return parsed
 
 
 def _dict(raw: Mapping[str, Any], key: str) -> dict[str, Any]:

@@ -114,6 +114,9 @@ def build_scheduler(jobs: Iterable[str] | None = None, *, instance_id: str | Non
             register = getattr(scheduler, declaration.kind)
             register(declaration.name, declaration.when,
                      with_fresh_connections(declaration.handler), **declaration.options)
+    from .signals import attach
+
+    attach(scheduler, config.listeners)
     if _schedules_dramatiq(config) and wanted is None:
         from anarchon_dramatiq.discovery import register_project_actors
 

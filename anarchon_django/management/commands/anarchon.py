@@ -227,6 +227,9 @@ def _record_row(record: RunRecord) -> tuple[str, ...]:
 
 def _log_event(event: Event) -> None:
     level = logging.WARNING if event.type in ("failure", "lost", "error") else logging.INFO
+    error = event.error
     logger.log(level, "%s %s slot=%s attempt=%s reason=%s instance=%s%s", event.type,
                event.name, event.slot, event.attempt, event.reason, event.instance_id,
-               f" error={event.error!r}" if event.error else "")
+               f" error={error!r}" if error else "",
+               exc_info=(type(error), error, error.__traceback__)
+               if error is not None and level >= logging.WARNING else None)
