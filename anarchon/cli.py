@@ -3,7 +3,7 @@
 Examples:
 
   anarchon jobs --backend sqlite:///jobs.db
-  anarchon history JOB --backend redis://localhost:6379?prefix=cron: [--count 20] [--json]
+  anarchon history JOB --backend redis://localhost:6379?prefix=cron: [--count 20] [-v] [--json]
   anarchon purge --backend postgresql://app@db/app [--yes]
   anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
 
@@ -28,6 +28,7 @@ from .clierrors import CliFailure, UsageFailure, backend_for, check_readable, re
 from .engine import AsyncScheduler
 from .scenarios.cli import add_parser as add_scenarios_parser
 from .scenarios.cli import run as run_scenarios
+from .tracebacks import summary
 
 PROG = "anarchon"
 
@@ -50,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("job", help="the job's name (see: anarchon jobs)")
     history.add_argument("--count", type=int, default=20, help="how many attempts (20)")
     history.add_argument("--json", action="store_true", help="print JSON")
+    history.add_argument("-v", "--verbose", action="store_true",
+                         help="print each failure's stored traceback below its line")
     purge = commands.add_parser(
         "purge", parents=[store],
         help="delete every job, run and attempt of the backend's namespace",
@@ -112,7 +115,9 @@ def _print(args: argparse.Namespace, rows: list[Any]) -> None:
             duration = f"{row.duration:.3f}s" if row.duration is not None else "-"
             print(f"{row.started_at:%Y-%m-%d %H:%M:%S}  slot {row.scheduled_at:%H:%M:%S}  "
                   f"attempt {row.attempt}  {row.reason:9} {row.status:11} {duration:>9}  "
-                  f"{row.instance_id}  {row.error or ''}")
+                  f"{row.instance_id}  {summary(row.error)}")
+            if args.verbose and row.error and row.error.strip() != summary(row.error):
+                print("    " + row.error.replace("\n", "\n    "))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

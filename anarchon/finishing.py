@@ -7,10 +7,10 @@ history bounds and pick the retention of finished run rows here, so the three ag
 
 from __future__ import annotations
 
-import traceback
 from typing import Literal
 
 from .backends.base import Finish
+from . import tracebacks
 from .durations import to_ms
 from .history import RunStatus
 
@@ -18,11 +18,9 @@ Status = Literal["success", "failure"]
 
 
 def describe(error: BaseException | None) -> str | None:
-    """The error text recorded in history: ``Type: message`` (``None``: no error)."""
-    if error is None:
-        return None
-    text = "".join(traceback.format_exception_only(type(error), error)).strip()
-    return text or type(error).__name__
+    """The error text recorded in history: the full traceback, bounded, ending with
+    ``Type: message`` (:func:`anarchon.tracebacks.describe`; ``None``: no error)."""
+    return tracebacks.describe(error)
 
 
 def status_of(error: BaseException | None) -> Status:

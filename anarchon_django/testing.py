@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import inspect
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from asgiref.sync import async_to_sync
 
 from anarchon import AbortSignal, RunContext, RunRecord
 from anarchon.slots import ms_to_datetime
+from anarchon.tracebacks import describe
 
 #: the instance id ``run_job`` records
 INSTANCE = "test"
@@ -40,8 +40,9 @@ INSTANCE = "test"
 def run_job(name: str, data: Any = None) -> RunRecord:
     """Run job ``name`` once, synchronously, here; return its record.
 
-    Failures do not raise: the record has ``status="failure"`` and ``error`` (the last
-    line of the exception; :attr:`RunRecord.error`). Unknown names raise ``LookupError``.
+    Failures do not raise: the record has ``status="failure"`` and ``error``, the
+    traceback as history keeps it (:func:`anarchon.tracebacks.describe`; its last line
+    is the exception's). Unknown names raise ``LookupError``.
     """
     from . import direct, runtime
 
@@ -63,7 +64,7 @@ def run_job(name: str, data: Any = None) -> RunRecord:
         else:
             handler(ctx)
     except Exception as exc:  # the record says how the run ended, as in a real run
-        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        error = describe(exc)
     status: Any = "failure" if error else "success"
     finished = store.now() if store is not None else int(time.time() * 1000)
     if store is not None and token is not None:

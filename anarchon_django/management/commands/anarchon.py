@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from anarchon import Event, RunRecord, StoreError
 from anarchon.clierrors import describe
+from anarchon.tracebacks import summary
 
 from ...conf import SettingsError, get_settings
 from ...runtime import (
@@ -65,6 +66,8 @@ class Command(BaseCommand):
         history.add_argument("--status", choices=STATUSES, default=None)
         history.add_argument("--reason", choices=REASONS, default=None)
         history.add_argument("--limit", type=int, default=20)
+        history.add_argument("--verbose", action="store_true",
+                             help="print each failure's stored traceback below its row")
         trigger = sub.add_parser("trigger", help="request a manual run that exactly one "
                                  "running instance executes")
         trigger.add_argument("job")
@@ -134,7 +137,8 @@ class Command(BaseCommand):
         self._table(table)
 
     def do_history(self, job: str | None = None, status: str | None = None,
-                reason: str | None = None, limit: int = 20, **_: Any) -> None:
+                   reason: str | None = None, limit: int = 20, verbose: bool = False,
+                   **_: Any) -> None:
         if limit < 1:
             raise CommandError(f"--limit must be at least 1, got {limit}")
         if job is not None:
@@ -148,6 +152,12 @@ class Command(BaseCommand):
                                          "STARTED", "DURATION", "INSTANCE", "ERROR")]
         table += [_record_row(record) for record in records]
         self._table(table)
+        if verbose:
+            for record in records:
+                if record.error and record.error.strip() != summary(record.error):
+                    self.stdout.write(f"\n{record.name} slot {record.slot} attempt "
+                                      f"{record.attempt} ({record.status}):")
+                    self.stdout.write("    " + record.error.replace("\n", "\n    "))
 
     def do_trigger(self, job: str, data: str | None = None, here: bool = False, **_: Any) -> None:
         payload = _json(data)
@@ -218,11 +228,10 @@ def _when(moment: Any) -> str:
 
 
 def _record_row(record: RunRecord) -> tuple[str, ...]:
-    error = (record.error or "").splitlines()[-1:] or [""]
     return (record.name, str(record.slot), str(record.attempt), record.reason, record.status,
             _when(record.started_at),
             f"{record.duration:.3f}s" if record.duration is not None else "-",
-            record.instance_id, error[0][:80])
+            record.instance_id, summary(record.error)[:80])
 
 
 def _log_event(event: Event) -> None:

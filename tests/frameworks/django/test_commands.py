@@ -155,3 +155,13 @@ def test_common_options_are_accepted_after_the_subcommand(table: str) -> None:
         capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert "greet" in done.stdout and "unrecognized" not in done.stderr
+
+
+def test_history_verbose_prints_the_stored_traceback(table: str) -> None:
+    with pytest.raises(CommandError):
+        anarchon("run-now", "nightly-fail")
+    plain = anarchon("history", "nightly-fail")
+    assert "Traceback" not in plain and "RuntimeError: the report server said no" in plain
+    verbose = anarchon("history", "nightly-fail", "--verbose")
+    assert "Traceback (most recent call last)" in verbose
+    assert "in nightly_fail" in verbose  # the handler's frame
