@@ -16,7 +16,7 @@ from .store.models import StoreAttempt
 from .store.operations import Store, record
 
 #: column headers of the history table: (label, sort key or None)
-COLUMNS = (("Job", "job"), ("Slot", "scheduled"), ("Attempt", "attempt"),
+COLUMNS = (("Job", "job"), ("Slot", "scheduled"), ("Try", "attempt"),
            ("Reason", "reason"), ("Status", "status"), ("Started", "started"),
            ("Duration", None), ("Instance", "instance"))
 

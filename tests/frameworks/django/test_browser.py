@@ -2,8 +2,8 @@
 ``live_server``: log in, open the history, filter to failures, open a failure, press
 "Run now" and see the manual run appear once a running instance has executed it.
 
-Set ``ANARCHON_SCREENSHOTS=<dir>`` to also save the history and jobs pages there
-(``docs/`` holds the committed ones).
+Set ``ANARCHON_SCREENSHOTS=<dir>`` to also save the history, detail and jobs pages
+there, in light and dark mode, at 1280 px (``docs/`` holds the committed ones).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def browser() -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000", "--force-device-scale-factor=1"):
+                     "--window-size=1280,1000", "--force-device-scale-factor=1"):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
     driver.implicitly_wait(5)
@@ -82,6 +82,32 @@ def cluster(table: str) -> Iterator[list[Scheduler]]:
         finally:
             for scheduler in schedulers:
                 scheduler.stop(5)
+
+
+def _shoot(browser: Any, folders: list[Path], name: str) -> None:
+    """Screenshots of the page in light and dark mode; the page must fit 1280 px."""
+    wide = browser.execute_script(
+        "var hidden = [document.documentElement].concat("
+        "  Array.from(document.querySelectorAll('#changelist .results')));"
+        "return hidden.map(e => e.scrollWidth - e.clientWidth)")
+    wide = max(wide)
+    assert wide <= 0, f"{name} needs {wide}px more than the 1280px window gives: " + browser.execute_script(
+        "return Array.from(document.querySelectorAll('#result_list th')).map("
+        "e => e.textContent.trim() + '=' + e.offsetWidth).join(' ') + ' results=' + "
+        "(document.querySelector('#changelist .results') || {}).clientWidth + ' doc=' + "
+        "document.documentElement.scrollWidth + '/' + document.documentElement.clientWidth")
+    for scheme in ("light", "dark"):
+        browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
+            "features": [{"name": "prefers-color-scheme", "value": scheme}]})
+        if scheme == "dark":
+            background = browser.execute_script(
+                "var svg = document.querySelector('svg.anarchon-timeline');"
+                "return svg ? getComputedStyle(svg).backgroundColor : null")
+            assert background in (None, "rgba(0, 0, 0, 0)") or not background.startswith(
+                "rgb(255, 255, 255"), f"the timeline stays white in dark mode: {background}"
+        for folder in folders:
+            browser.save_screenshot(str(folder / f"{name}-{scheme}.png"))
+    browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
 
 
 def _runner() -> User:
@@ -112,8 +138,7 @@ def test_history_filter_detail_and_run_now_in_a_real_browser(
 
     browser.find_element(By.LINK_TEXT, "Run history").click()
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "tr.anarchon-row"), 10, "rows")
-    for folder in shots:
-        browser.save_screenshot(str(folder / "django-admin-history.png"))
+    _shoot(browser, shots, "django-admin-history")
 
     browser.find_element(By.CSS_SELECTOR, "#filter-status").find_element(
         By.LINK_TEXT, "failure").click()
@@ -125,11 +150,11 @@ def test_history_filter_detail_and_run_now_in_a_real_browser(
     wait_for(lambda: "anarchon-detail" in browser.page_source, 10, "the detail page")
     assert "ValueError: settings job failed on purpose" in browser.find_element(
         By.CSS_SELECTOR, "pre.anarchon-error").text
+    _shoot(browser, shots, "django-admin-detail")
 
     browser.get(f"{live_server.url}/admin/anarchon_django/job/")
     assert browser.find_elements(By.CSS_SELECTOR, "svg.anarchon-timeline rect.run")
-    for folder in shots:
-        browser.save_screenshot(str(folder / "django-admin-jobs.png"))
+    _shoot(browser, shots, "django-admin-jobs")
     browser.find_element(By.CSS_SELECTOR, "input[value='Run now'][data-job='greet']").click()
     message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
     assert "Requested a manual run" in message
