@@ -86,16 +86,14 @@ def cluster(table: str) -> Iterator[list[Scheduler]]:
 
 def _shoot(browser: Any, folders: list[Path], name: str) -> None:
     """Screenshots of the page in light and dark mode; the page must fit 1280 px."""
-    wide = browser.execute_script(
-        "var hidden = [document.documentElement].concat("
+    overflow = browser.execute_script(
+        "var boxes = [document.documentElement].concat("
         "  Array.from(document.querySelectorAll('#changelist .results')));"
-        "return hidden.map(e => e.scrollWidth - e.clientWidth)")
-    wide = max(wide)
-    assert wide <= 0, f"{name} needs {wide}px more than the 1280px window gives: " + browser.execute_script(
-        "return Array.from(document.querySelectorAll('#result_list th')).map("
-        "e => e.textContent.trim() + '=' + e.offsetWidth).join(' ') + ' results=' + "
-        "(document.querySelector('#changelist .results') || {}).clientWidth + ' doc=' + "
-        "document.documentElement.scrollWidth + '/' + document.documentElement.clientWidth")
+        "return Math.max.apply(null, boxes.map(e => e.scrollWidth - e.clientWidth))")
+    columns = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#result_list thead th')).map("
+        "e => e.textContent.trim() + '=' + e.offsetWidth).join(' ')")
+    assert overflow <= 0, f"{name} needs {overflow}px more than 1280px give: {columns}"
     for scheme in ("light", "dark"):
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {
             "features": [{"name": "prefers-color-scheme", "value": scheme}]})
