@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 import time
@@ -214,6 +215,10 @@ class Runner:
     def django_claims(self) -> list[dict[str, Any]]:
         """The ORM store on each database (benchmarks.django_stores), when Django is here."""
         rows = []
+        for kind, url in (("postgres", self.urls.get("postgres")),
+                          ("mariadb", servers.mariadb_url())):
+            if url and not os.environ.get(django_stores.VARIABLES[kind]):
+                os.environ[django_stores.VARIABLES[kind]] = url
         for store in (s for s in django_stores.STORES if s in self.stores):
             kind = store.split("-", 1)[1]
             reason = django_stores.unavailable(kind)

@@ -4,10 +4,10 @@ this process for benchmarks and tests.
 :func:`prepare` configures Django here (once: settings with only ``anarchon_django``),
 adds a database alias for one namespace — a SQLite file, a PostgreSQL schema (through
 ``search_path``) in ``ANARCHON_POSTGRES_URL``'s database, or a MariaDB database on the
-server of ``ANARCHON_MARIADB_URL`` (default for a local run
-``mysql://root@127.0.0.1:3306/``) — runs ``migrate anarchon_django`` there and returns the
-``django://ALIAS`` URL that :func:`anarchon.from_url` understands. Processes forked
-afterwards inherit the configuration. :func:`drop_all` removes the schemas and databases.
+server of ``ANARCHON_MARIADB_URL`` (both set by ``scripts/servers.py``) — runs
+``migrate anarchon_django`` there and returns the ``django://ALIAS`` URL that
+:func:`anarchon.from_url` understands. Processes forked afterwards inherit the
+configuration. :func:`drop_all` removes the schemas and databases.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ from urllib.parse import unquote, urlsplit
 
 #: the stores, as ``--backends`` names them
 STORES = ("django-sqlite", "django-postgres", "django-mariadb")
-POSTGRES_URL = (os.environ.get("ANARCHON_POSTGRES_URL")
-                or "postgresql://postgres@127.0.0.1:5432/test")
-MARIADB_URL = os.environ.get("ANARCHON_MARIADB_URL") or "mysql://root@127.0.0.1:3306/"
+#: where each server is found (set by scripts/servers.py); no port is assumed
+VARIABLES = {"postgres": "ANARCHON_POSTGRES_URL", "mariadb": "ANARCHON_MARIADB_URL"}
 _lock = threading.Lock()
 _drops: list[Callable[[], None]] = []
 _dir: list[str] = []
@@ -44,9 +43,14 @@ def configure() -> None:
             django.setup()
 
 
+def server_url(kind: str) -> str:
+    """The URL of the ``postgres`` or ``mariadb`` server ("" when its variable is unset)."""
+    return os.environ.get(VARIABLES[kind], "")
+
+
 def server_config(kind: str, database: str | None = None) -> dict[str, Any]:
     """A ``DATABASES`` entry for ``kind`` (``postgres``/``mariadb``) from its URL."""
-    url = urlsplit(POSTGRES_URL if kind == "postgres" else MARIADB_URL)
+    url = urlsplit(server_url(kind))
     config: dict[str, Any] = {
         "ENGINE": ("django.db.backends.postgresql" if kind == "postgres"
                    else "django.db.backends.mysql"),
@@ -64,7 +68,7 @@ def admin(kind: str, statement: str) -> None:
     if kind == "postgres":
         import psycopg
 
-        with psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(server_url(kind), autocommit=True, connect_timeout=5) as conn:
             conn.execute(statement)
         return
     import MySQLdb  # type: ignore[import-untyped, unused-ignore]
@@ -122,13 +126,15 @@ def unavailable(kind: str) -> str | None:
         return 'Django is not installed (pip install "anarchon[django]")'
     if kind == "sqlite":
         return None
+    if not server_url(kind):
+        return (f"{VARIABLES[kind]} is not set (run the tests with scripts/test.sh, or start "
+                "servers with python scripts/servers.py start and source .servers.env)")
     try:
         admin(kind, "SELECT 1")
     except ImportError as exc:
         return f'the driver is not installed ({exc}): pip install "anarchon[postgres,mysql]"'
     except Exception as exc:
-        variable = "ANARCHON_POSTGRES_URL" if kind == "postgres" else "ANARCHON_MARIADB_URL"
-        return f"the server at {variable} does not answer: {exc}"
+        return f"the server at {VARIABLES[kind]} does not answer: {exc}"
     return None
 
 
@@ -149,6 +155,15 @@ def floor(url: str, rounds: int) -> list[float]:
             samples.append(time.perf_counter() - start)
     connections[alias].close()
     return samples
+
+
+def drop(kind: str, namespaces: set[str]) -> None:
+    """Drop what :func:`prepare` made for ``namespaces`` on ``kind`` (SQLite: nothing)."""
+    for namespace in sorted(namespaces):
+        if kind == "postgres":
+            admin(kind, f"DROP SCHEMA IF EXISTS {namespace} CASCADE")
+        elif kind == "mariadb":
+            admin(kind, f"DROP DATABASE IF EXISTS {namespace}")
 
 
 def drop_all() -> None:

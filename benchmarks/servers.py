@@ -44,6 +44,12 @@ def _read_env_file(path: Path) -> dict[str, str]:
     return found
 
 
+def mariadb_url() -> str | None:
+    """``ANARCHON_MARIADB_URL`` from the environment or the rig's env file, if any."""
+    return (os.environ.get("ANARCHON_MARIADB_URL")
+            or _read_env_file(ENV_FILE).get("ANARCHON_MARIADB_URL"))
+
+
 def _answers(url: str) -> bool:
     parts = urlsplit(url.split(",")[0])
     default = {"redis": 6379, "postgresql": 5432, "amqp": 5672, "nats": 4222}

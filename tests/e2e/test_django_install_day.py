@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.stores import in_ci
-from tests.stores.django_support import MARIADB_URL, POSTGRES_URL, unavailable
+from tests.stores.django_support import server_url, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -67,7 +67,7 @@ def _test_databases(kind: str, name: str) -> bool:
     if kind == "postgres":
         import psycopg
 
-        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        with psycopg.connect(server_url(kind), autocommit=True) as conn:
             return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
                                 (name,)).fetchone() is not None
     import MySQLdb  # type: ignore[import-untyped, unused-ignore]
@@ -93,7 +93,7 @@ def test_the_fresh_projects_suite_passes(project: Path, kind: str, runner: str) 
     test_db = "test_installday_" + uuid.uuid4().hex[:10]
     env = {**os.environ, "PYTHONPATH": "", "INSTALL_DAY_DB": kind,
            "INSTALL_DAY_TEST_DB": test_db,
-           "INSTALL_DAY_URL": POSTGRES_URL if kind == "postgres" else MARIADB_URL}
+           "INSTALL_DAY_URL": "" if kind == "sqlite" else server_url(kind)}
     args = ([sys.executable, "manage.py", "test", "--noinput", "-v", "2"]
             if runner == "manage.py test" else [sys.executable, "-m", "pytest", "-q"])
     started = time.monotonic()

@@ -17,5 +17,11 @@ def _unavailable() -> str | None:
     return unavailable("postgres")
 
 
+def _purge(namespaces: set[str]) -> None:
+    from .django_support import drop
+
+    drop("postgres", namespaces)
+
+
 STORE = StoreSpec(id="django-postgres", make_url=_url, lease=True, unavailable=_unavailable,
-                  conformance_only=True)
+                  purge=_purge, conformance_only=True)

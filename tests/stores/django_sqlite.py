@@ -17,5 +17,11 @@ def _unavailable() -> str | None:
     return unavailable("sqlite")
 
 
+def _purge(namespaces: set[str]) -> None:
+    from .django_support import drop
+
+    drop("sqlite", namespaces)
+
+
 STORE = StoreSpec(id="django-sqlite", make_url=_url, lease=True, unavailable=_unavailable,
-                  conformance_only=True)
+                  purge=_purge, conformance_only=True)
