@@ -7,6 +7,7 @@ import asyncio
 import io
 import os
 import tempfile
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,12 +17,15 @@ from django.db import connections
 from django.db.models import Model
 from django.test import override_settings
 
-from anarchon import SqliteBackend
+from anarchon import SqliteBackend, from_url
+from anarchon.backends import Backend
 from anarchon.backends.base import ClaimRequest, Finish, JobSpec
 from anarchon_django.backend import django_backend
 from anarchon_django.conf import SettingsError
 from anarchon_django.store.backend import DjangoBackend
 from anarchon_django.store.models import StoreAttempt, StoreJob
+from tests.stores import in_ci
+from tests.stores.django_support import admin, server_config, server_url, unavailable
 
 
 class ToMemory:
@@ -94,22 +98,41 @@ def test_the_in_memory_test_database_holds_the_store() -> None:
     assert StoreAttempt.objects.using("memory").get(job="mem").status == "success"
 
 
-@pytest.fixture
-def legacy_alias(django_db_blocker: Any) -> Iterator[str]:
-    """A SQLite database that applied the old 0001: the core's tables, no store models."""
-    path = os.path.join(tempfile.mkdtemp(prefix="anarchon-legacy-"), "old.db")
-    settings = {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
-    both = {"default": connections.settings["default"], "legacy": settings}
-    connections.settings["legacy"] = connections.configure_settings(both)["legacy"]
-    with django_db_blocker.unblock():
-        yield "legacy"
-        connections["legacy"].close()
-    del connections.settings["legacy"]
+@pytest.fixture(params=["sqlite", "postgres"])
+def legacy(request: pytest.FixtureRequest, django_db_blocker: Any) -> Iterator[
+        tuple[str, Backend]]:
+    """A database that applied the old 0001 (the core's store tables, no store models):
+    its alias and the old backend on it."""
+    namespace = "legacy_" + uuid.uuid4().hex[:10]
+    if request.param == "sqlite":
+        path = os.path.join(tempfile.mkdtemp(prefix="anarchon-legacy-"), "old.db")
+        config: dict[str, Any] = {"ENGINE": "django.db.backends.sqlite3", "NAME": path}
+        old: Backend = SqliteBackend(path)  # the old 0001's table: anarchon_runs
+    else:
+        reason = unavailable("postgres")
+        if reason is not None:
+            if in_ci():
+                pytest.fail(f"CI needs PostgreSQL: {reason}", pytrace=False)
+            pytest.skip(reason)
+        admin("postgres", f"CREATE SCHEMA {namespace}")
+        config = server_config("postgres")
+        config["OPTIONS"] = {"options": f"-c search_path={namespace}"}
+        old = from_url(f"{server_url('postgres')}?table={namespace}.anarchon_runs")
+    both = {"default": connections.settings["default"], namespace: config}
+    connections.settings[namespace] = connections.configure_settings(both)[namespace]
+    try:
+        with django_db_blocker.unblock():
+            yield namespace, old
+            connections[namespace].close()
+    finally:
+        del connections.settings[namespace]
+        if request.param == "postgres":
+            admin("postgres", f"DROP SCHEMA IF EXISTS {namespace} CASCADE")
 
 
-def test_an_old_install_upgrades_in_place_keeping_its_history(legacy_alias: str) -> None:
-    path = str(connections.settings[legacy_alias]["NAME"])
-    old = SqliteBackend(path)  # what the old 0001 created: table anarchon_runs
+def test_an_old_install_upgrades_in_place_keeping_its_history(
+        legacy: tuple[str, Backend]) -> None:
+    legacy_alias, old = legacy
 
     async def old_history() -> int:
         await old.register([JobSpec("nightly", "cron", "0 2 * * *")])
