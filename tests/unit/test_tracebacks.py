@@ -55,6 +55,7 @@ def test_history_and_the_cli_show_the_traceback(tmp_path: Path,
     async def fail_once() -> str | None:
         scheduler = AsyncScheduler(SqliteBackend(database))
         scheduler.every("broken", "1h", broken)
+        await scheduler.start()  # registers the job (the CLI refuses unknown ones)
         record = await scheduler.run_now("broken")
         stored = (await scheduler.history("broken", 1))[0].error
         await scheduler.stop()
