@@ -48,6 +48,7 @@ def test_marked_actors_become_jobs_when_enabled(table: str, stub_broker: object)
 TASKS = "tests.frameworks.django.testapp.tasks"
 
 
+@pytest.mark.django_db(transaction=True)  # the "django" store is the project's database
 def test_actors_in_tasks_modules_are_found_and_share_the_project_history(
         table: str, stub_broker: object) -> None:
     """Actors where django_dramatiq finds them (``tasks``) become jobs with no setting
