@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from django.db import models
 
-from .store.models import StoreAttempt, StoreJob, StoreRun, StoreTrigger
+from .store.models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 
-__all__ = ["Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger"]
+__all__ = ["Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger", "StoreValue"]
 
 
 class Run(models.Model):

@@ -71,6 +71,7 @@ class DjangoBackend(LeaseBackend):
 
     name = "django"
     supports_triggers = True
+    supports_values = True
 
     def __init__(self, database: str | None = None, *,
                  trigger_ttl: DurationLike = 60.0) -> None:
@@ -101,8 +102,8 @@ class DjangoBackend(LeaseBackend):
             return
         tables = await self._thread.call(self._tables)
         missing = sorted({"anarchon_django_store_job", "anarchon_django_store_run",
-                          "anarchon_django_store_attempt", "anarchon_django_store_trigger"}
-                         - tables)
+                          "anarchon_django_store_attempt", "anarchon_django_store_trigger",
+                          "anarchon_django_store_value"} - tables)
         if missing:
             raise IncompatibleStoreError(
                 f"the anarchon store tables {missing} are missing from database "
@@ -165,3 +166,10 @@ class DjangoBackend(LeaseBackend):
 
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
         return await self._call(lambda: self.store.take_triggers(names))
+
+    async def read_value(self, name: str, field: str) -> str | None:
+        return await self._call(lambda: self.store.read_value(name, field))
+
+    async def swap_value(self, name: str, field: str, expected: str | None,
+                         value: str) -> bool:
+        return await self._call(lambda: self.store.swap_value(name, field, expected, value))

@@ -1,4 +1,4 @@
-"""The store of the ``"django"`` backend: four ordinary models in the project's database.
+"""The store of the ``"django"`` backend: five ordinary models in the project's database.
 
 Times are integers, epoch milliseconds of the *database's* clock (see
 :mod:`anarchon_django.store.clock`), exactly as the core's other stores keep them, so a
@@ -102,3 +102,22 @@ class StoreTrigger(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} ({self.id})"
+
+
+class StoreValue(models.Model):
+    """A small value instances share under ``(job, field)`` (compare-and-set)."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    job: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    field: models.CharField[str, str] = models.CharField(max_length=100)
+    value: models.TextField[str, str] = models.TextField()
+
+    class Meta:
+        db_table = "anarchon_django_store_value"
+        default_permissions = ()
+        constraints = (
+            models.UniqueConstraint(fields=("job", "field"), name="anarchon_store_value_key"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.job}.{self.field}"

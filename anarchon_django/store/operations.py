@@ -35,7 +35,7 @@ from anarchon.backends.base import (
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
-from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger
+from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 from .worker import database_ms
 
 
@@ -64,6 +64,9 @@ class Store:
 
     def _triggers(self) -> Any:
         return StoreTrigger.objects.using(self.alias)
+
+    def _values(self) -> Any:
+        return StoreValue.objects.using(self.alias)
 
     def _sqlite_write_lock(self) -> None:
         """On SQLite, begin the transaction with a write (see the module doc)."""
@@ -319,13 +322,39 @@ class Store:
         times = [t for t in (registered, started) if t is not None]
         return max(times) if times else None
 
+    def read_value(self, name: str, field: str) -> str | None:
+        """The shared value under ``(name, field)``, or None."""
+        value: str | None = (self._values().filter(job=name, field=field)
+                             .values_list("value", flat=True).first())
+        return value
+
+    def swap_value(self, name: str, field: str, expected: str | None, value: str) -> bool:
+        """Compare-and-set. The comparison is made in Python on the locked row: MySQL's
+        default collations compare text case- and trailing-space-insensitively."""
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            row = self._values().select_for_update().filter(job=name, field=field).first()
+            if row is None:
+                if expected is not None:
+                    return False
+                try:
+                    with transaction.atomic(using=self.alias):
+                        self._values().create(job=name, field=field, value=value)
+                except IntegrityError:
+                    return False  # another instance stored the first value meanwhile
+                return True
+            if expected is None or row.value != expected:
+                return False
+            self._values().filter(pk=row.pk).update(value=value)
+            return True
+
     def forget(self, name: str) -> int:
         """Delete every row of job ``name``; how many were deleted."""
         with transaction.atomic(using=self.alias):
             self._sqlite_write_lock()
             return sum(rows.filter(**{field: name}).delete()[0] for rows, field in (
                 (self._triggers(), "job"), (self._attempts(), "job"), (self._runs(), "job"),
-                (self._jobs(), "name")))
+                (self._values(), "job"), (self._jobs(), "name")))
 
 
 def record(row: StoreAttempt) -> RunRecord:
