@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .backends.base import Finish
 from . import tracebacks
+from .backends.base import Finish
 from .durations import to_ms
 from .history import RunStatus
 
