@@ -34,6 +34,7 @@ from .history import JobInfo, RunRecord
 from .jobs import Job
 from .lease import LeaseKeeper
 from .planning import Alarm, Due, Plan
+from .reaching import StoreWait, serve
 from .registering import JobRegistry
 from .slots import ms_to_datetime
 from .triggers import SAFETY_POLL as SAFETY_POLL
@@ -124,7 +125,9 @@ class AsyncScheduler(JobRegistry):
         self._inbox = TriggerInbox(self)
         self._opened = False
         self._open_lock = asyncio.Lock()
+        self._store_wait = StoreWait(self.backend)  # start(wait=True) until the store answers
         self._started = False
+        self._run_stopped: asyncio.Event | None = None  # set by stop() while run() waits
         self._stopping = False
         self._closed = False
 
@@ -154,16 +157,25 @@ class AsyncScheduler(JobRegistry):
                 await self.backend.open()
                 self._opened = True
 
-    async def start(self) -> None:
-        """Connect, register jobs, recover unfinished runs, catch up, then schedule."""
+    async def start(self, wait: bool = False) -> None:
+        """Connect, register jobs, recover unfinished runs, catch up, then schedule.
+
+        A store that does not answer raises [`StoreError`][anarchon.errors.StoreError] at
+        once, unless ``wait=True``: then the connection is retried with a backoff (0.5 s
+        doubling to 10 s) and one WARNING names the store, then one every 30 s, until it
+        answers; a ``stop()`` meanwhile makes ``start()`` return without starting.
+        """
         if self._started:
             raise RuntimeError("scheduler already started")
-        if self._closed:
+        if self._closed or self._stopping:
             raise RuntimeError("a stopped scheduler cannot be started again; create a new one")
-        await self._ensure_open()
         self._loop = asyncio.get_running_loop()
+        if wait:
+            if not await self._store_wait.until(self._connect) or self._stopping:
+                return
+        else:
+            await self._connect()
         self._started = True
-        await self.backend.register([self._spec(job) for job in self._jobs.values()])
         if isinstance(self.backend, LeaseBackend):
             self._keeper = self._attempts.keep_leases(self.backend)
             self._spawn(self._keeper.run())
@@ -184,6 +196,23 @@ class AsyncScheduler(JobRegistry):
         logger.info("scheduler %s started with %d job(s) on %s", self.instance_id,
                     len(self._jobs), self.backend.name)
 
+    async def _connect(self) -> None:
+        """Open the store and register this instance's jobs: the first calls to answer."""
+        await self._ensure_open()
+        await self.backend.register([self._spec(job) for job in self._jobs.values()])
+
+    async def run(self, stop_timeout: DurationLike = 30) -> None:
+        """``start(wait=True)``, run until SIGINT/SIGTERM (or ``stop()``), then stop
+        gracefully and return: the long-running entry point, which outlasts a store that
+        is down when it starts. Signals are handled only on the main thread's loop."""
+        await serve(self, stop_timeout)
+
+    def _abandon_start(self) -> None:
+        """End a ``start(wait=True)`` that is waiting for the store (on the loop)."""
+        self._store_wait.abandon()
+        if self._run_stopped is not None:
+            self._run_stopped.set()
+
     async def stop(self, timeout: DurationLike = 30) -> None:
         """Stop scheduling, abort running handlers and hand their runs over.
 
@@ -195,6 +224,7 @@ class AsyncScheduler(JobRegistry):
         if self._closed or self._stopping:
             return
         self._stopping = True
+        self._abandon_start()
         if self._planner is not None:
             self._planner.cancel()
         if self._keeper is not None:

@@ -164,9 +164,26 @@ class Scheduler:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Connect and start scheduling in the background; returns at once."""
-        self._call(self.core.start())
+    def start(self, wait: bool = False) -> None:
+        """Connect and start scheduling in the background; returns once started.
+
+        A store that does not answer raises at once, unless ``wait=True`` (see
+        [`AsyncScheduler.start()`][anarchon.AsyncScheduler.start]): then this blocks,
+        retrying, until the store answers or ``stop()`` (or an exception in this thread,
+        e.g. ``KeyboardInterrupt``) ends the wait.
+        """
+        try:
+            self._call(self.core.start(wait))
+        except BaseException:
+            if wait:
+                self._abandon_start()
+            raise
+
+    def _abandon_start(self) -> None:
+        """End a waiting ``start(wait=True)`` from any thread (a signal handler too)."""
+        loop = self.core._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self.core._abandon_start)
 
     def stop(self, timeout: DurationLike = 30) -> None:
         """Graceful stop (see [`AsyncScheduler.stop()`][anarchon.AsyncScheduler.stop]); blocks
@@ -179,19 +196,21 @@ class Scheduler:
             self._portal.close()
 
     def run(self, stop_timeout: DurationLike = 30) -> None:
-        """``start()``, block until SIGINT/SIGTERM, then stop gracefully and return."""
+        """``start(wait=True)`` (a store that is down is waited for), block until
+        SIGINT/SIGTERM, then stop gracefully and return."""
         stop_requested = threading.Event()
 
         def request_stop(signum: int, frame: FrameType | None) -> None:
             stop_requested.set()
+            self._abandon_start()
 
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, request_stop)
                         for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
-            self.start()
-            while not stop_requested.wait(1.0):
+            self.start(wait=True)
+            while self.core.running and not stop_requested.wait(1.0):
                 pass
         finally:
             for sig, handler in previous.items():

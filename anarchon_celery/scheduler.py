@@ -184,7 +184,7 @@ class Scheduler(beat.Scheduler):
     def setup_schedule(self) -> None:
         """Load entries, build the core scheduler and start it (not called when lazy)."""
         core = self.anarchon
-        core.start()
+        core.start(wait=True)  # beat runs for ever: outlast a store that is down at start
         self._started = True
         shared = sorted(self._shared.entries) if self._shared is not None else []
         core.announce([JobSpec(name, "refused", f"refused: {reason}")

@@ -52,9 +52,6 @@ def _leaks(cluster: Procs, name: str) -> bool:
     return any(PASSWORD in text for text in [*lines, cluster.output(name)])
 
 
-@pytest.mark.xfail(reason="issue 15: Scheduler.run() dies with StoreError when the store "
-                   "does not answer at start instead of retrying", strict=True,
-                   raises=AssertionError)
 def test_run_waits_for_a_store_that_is_down_at_start(down_store: Outage,
                                                      clusters: list[Cluster],
                                                      tmp_path: Path,
