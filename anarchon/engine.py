@@ -225,6 +225,7 @@ class AsyncScheduler(JobRegistry):
             return
         self._stopping = True
         self._abandon_start()
+        await self._store_wait.ended()
         if self._planner is not None:
             self._planner.cancel()
         if self._keeper is not None:

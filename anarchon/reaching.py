@@ -59,14 +59,28 @@ class StoreWait:
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._abandoned = asyncio.Event()
+        self._ended = asyncio.Event()
+        self._ended.set()  # not waiting
 
     def abandon(self) -> None:
         """Stop waiting (on the loop's thread): ``until()`` returns ``False``."""
         self._abandoned.set()
 
+    async def ended(self) -> None:
+        """Return once no ``until()`` is running (``stop()`` awaits the wait it ended, so
+        the ``start()`` it interrupted has returned before the loop is closed)."""
+        await self._ended.wait()
+
     async def until(self, connect: Callable[[], Awaitable[None]]) -> bool:
         """Await ``connect()`` until it does not raise one of `RETRIED`; ``True`` once it
         succeeded, ``False`` if abandoned first."""
+        self._ended.clear()
+        try:
+            return await self._until(connect)
+        finally:
+            self._ended.set()
+
+    async def _until(self, connect: Callable[[], Awaitable[None]]) -> bool:
         began = time.monotonic()
         warned_at: float | None = None
         failures = 0

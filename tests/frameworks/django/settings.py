@@ -88,7 +88,7 @@ else:
     }, "memory": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 
 ANARCHON: dict[str, Any] = {
-    "BACKEND": "django",
+    "BACKEND": os.environ.get("ANARCHON_TEST_BACKEND", "django"),
     "SCHEDULER": {"lease": "2s", "heartbeat": "0.3s", "jitter": "0.1s",
                   **json.loads(os.environ.get("ANARCHON_TEST_SCHEDULER", "{}"))},
     "JOBS": json.loads(os.environ.get("ANARCHON_TEST_JOBS", "{}")),
