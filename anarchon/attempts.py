@@ -24,6 +24,7 @@ from .jobs import Job, merge_data
 from .lease import Held, LeaseKeeper
 from .runner import Outcome, run_handler
 from .slots import ms_to_datetime
+from .stall import LoopWatchdog
 
 if TYPE_CHECKING:
     from .engine import AsyncScheduler
@@ -176,24 +177,36 @@ class Attempts:
             return 0.0
         return held.renewed_at + keeper.lease - time.monotonic()
 
+    def _async_busy(self, since: float) -> list[str]:
+        """Async jobs started after ``since`` or running with a lease: the likely blockers
+        of the loop (read from the watchdog's thread too: copies, never iterates live)."""
+        jobs = self.host._jobs
+        recent = {name for name, at in list(self._async_started.items()) if at >= since}
+        return sorted(recent | {k.name for k, held in list(self.runs.items())
+                                if held.renewing and k.name in jobs and jobs[k.name].is_async})
+
     async def watch_loop_lag(self) -> None:
-        """Warn when async handlers block the loop longer than a heartbeat."""
-        heartbeat, jobs = self.host.options.heartbeat, self.host._jobs
+        """Warn when async handlers block the loop longer than a heartbeat: while it
+        happens (a watchdog thread) and once it is over (with the measured lag)."""
+        heartbeat = self.host.options.heartbeat
         step = heartbeat / 4
-        while True:
-            before = time.monotonic()
-            await asyncio.sleep(step)
-            lag = time.monotonic() - before - step
-            now = time.monotonic()
-            # async jobs started during (or just before) this step may be the blockers
-            recent = {name for name, at in self._async_started.items() if at >= before - step}
-            self._async_started = {n: at for n, at in self._async_started.items()
-                                   if at >= now - 60}
-            if lag > heartbeat:
-                busy = sorted(recent | {k.name for k, held in self.runs.items()
-                                        if held.renewing and k.name in jobs
-                                        and jobs[k.name].is_async})
-                logger.warning("event loop blocked (or the process paused) for %.1fs "
-                               "(heartbeat %gs): heartbeats were late; async job(s) running: "
-                               "%s — use await or a thread for blocking work", lag,
-                               heartbeat, ", ".join(busy) or "none")
+        dog = LoopWatchdog(heartbeat, lambda: self._async_busy(time.monotonic() - 60))
+        dog.start()
+        try:
+            while True:
+                before = time.monotonic()
+                dog.turned()
+                await asyncio.sleep(step)
+                dog.turned()
+                lag = time.monotonic() - before - step
+                now = time.monotonic()
+                busy = self._async_busy(before - step)
+                self._async_started = {n: at for n, at in self._async_started.items()
+                                       if at >= now - 60}
+                if lag > heartbeat:
+                    logger.warning("event loop blocked (or the process paused) for %.1fs "
+                                   "(heartbeat %gs): heartbeats were late; async job(s) "
+                                   "running: %s — use await or a thread for blocking work",
+                                   lag, heartbeat, ", ".join(busy) or "none")
+        finally:
+            dog.stop()
