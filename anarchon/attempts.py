@@ -10,7 +10,6 @@ its own. The engine claims slots and hands each won attempt to :meth:`Attempts.e
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from .finishing import build_finish, describe, status_of
 from .history import RunReason
 from .jobs import Job, merge_data
 from .lease import Held, LeaseKeeper
+from .leasethread import LeaseThread
 from .runner import Outcome, run_handler
 from .slots import ms_to_datetime
 from .stall import LoopWatchdog
@@ -40,17 +40,33 @@ class Attempts:
         #: every run executing here, leased or not (the lease keeper shares this table)
         self.runs: dict[RunKey, Held] = {}
         self.keeper: LeaseKeeper | None = None
+        self.lease_thread: LeaseThread | None = None
         self._async_started: dict[str, float] = {}  # async job -> when it last started
 
     def keep_leases(self, backend: LeaseBackend) -> LeaseKeeper:
         """Create the lease keeper that renews the leases of :attr:`runs`."""
         host = self.host
+        clone = backend.lease_clone()
         self.keeper = LeaseKeeper(
-            backend, host.instance_id, host.options.lease, host.options.heartbeat,
+            clone or backend, host.instance_id, host.options.lease, host.options.heartbeat,
             on_lost=self.lost, on_expired=host._expired,
             on_error=lambda exc: host._emit("error", None, error=exc), runs=self.runs,
         )
+        self.lease_thread = LeaseThread(self.keeper, clone) if clone is not None else None
         return self.keeper
+
+    def start_leases(self) -> None:
+        """Start renewing: on the lease thread if the backend has a clone, else here."""
+        assert self.keeper is not None
+        if self.lease_thread is not None:
+            self.lease_thread.start()
+        else:
+            self.host._spawn(self.keeper.run())
+
+    async def stop_leases(self) -> None:
+        """End the lease thread (the keeper's task here ends with the other tasks)."""
+        if self.lease_thread is not None:
+            await self.lease_thread.stop()
 
     def abort_all(self) -> None:
         """Abort the signal of every run executing here: the scheduler stops."""
@@ -118,10 +134,11 @@ class Attempts:
         backend = self.host.backend
         if isinstance(backend, LeaseBackend):
             # after any renewal in flight (the run is dropped from the keeper already)
-            guard = self.keeper.renewing if self.keeper else contextlib.nullcontext()
-            async with guard:
-                result = await self._store(job, backend.heartbeat(
-                    self.host.instance_id, [run], [], to_ms(lease)))
+            def extend(store: LeaseBackend) -> Any:
+                return store.heartbeat(self.host.instance_id, [run], [], to_ms(lease))
+
+            result = await self._store(job, self.keeper.exclusive(extend) if self.keeper
+                                       else extend(backend))
             # "lost" here is no news: the worker may already have finished it
             if result is not None and run.key not in result.lost and self.keeper is not None:
                 self.keeper.watch(run.key)  # if nobody finishes it, take it over

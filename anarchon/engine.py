@@ -178,7 +178,7 @@ class AsyncScheduler(JobRegistry):
         self._started = True
         if isinstance(self.backend, LeaseBackend):
             self._keeper = self._attempts.keep_leases(self.backend)
-            self._spawn(self._keeper.run())
+            self._attempts.start_leases()
             self._spawn(self._attempts.watch_loop_lag())
             await self._claiming.recover()
         # one instant splits the slots: up to it catch-up's, after it the planner's
@@ -239,6 +239,7 @@ class AsyncScheduler(JobRegistry):
                 await cancel_and_wait(pending)
         self._closed = True
         await cancel_and_wait(list(self._tasks))
+        await self._attempts.stop_leases()
         await self._calls.aclose()  # batched calls still in flight are cancelled too
         if self._opened:
             await self.backend.close()

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from .aio import wait_event, within
 from .backends.base import HeldRun, LeaseBackend, RunKey, RunState
 from .context import AbortSignal
 from .durations import to_ms
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -61,6 +64,10 @@ class LeaseKeeper:
         self._on_expired = on_expired
         self._on_error = on_error
         self._wake = asyncio.Event()
+        #: the loop the keeper beats on (its own thread's, see anarchon.leasethread) and
+        #: the scheduler's, where every callback runs
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._home = _running_loop()
         #: held while a heartbeat is in flight. A write that changes a lease outside the
         #: beat (a detached run's long lease) takes it too, after dropping the run: a
         #: renewal sent before it but answered after it must not set the short lease again.
@@ -99,10 +106,38 @@ class LeaseKeeper:
 
     def poke(self) -> None:
         """Run the next beat now (used when a new run is watched or held)."""
-        self._wake.set()
+        loop = self._loop
+        if loop is None or loop is _running_loop():
+            self._wake.set()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(self._wake.set)
+
+    async def exclusive(self, write: Callable[[LeaseBackend], Awaitable[T]]) -> T:
+        """``write(backend)`` on the keeper's loop and connection, between two beats (a
+        renewal sent before it but answered after it cannot undo it)."""
+        async def locked() -> T:
+            async with self.renewing:
+                return await write(self.backend)
+
+        return await self._on_own_loop(locked())
+
+    async def _on_own_loop(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._loop
+        if loop is None or loop is _running_loop():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    def _deliver(self, callback: Callable[[Any], None], arg: Any) -> None:
+        """Call ``callback(arg)`` on the scheduler's loop (soon, if the keeper has its own)."""
+        home = self._home
+        if home is None or home is _running_loop():
+            callback(arg)
+        elif not home.is_closed():
+            home.call_soon_threadsafe(callback, arg)
 
     async def run(self) -> None:
         """Beat every ``heartbeat`` seconds until cancelled."""
+        self._loop = asyncio.get_running_loop()
         while True:
             await wait_event(self._wake, self.heartbeat)
             self._wake.clear()
@@ -114,10 +149,11 @@ class LeaseKeeper:
             await self._beat()
 
     async def _beat(self) -> None:
-        held = [entry for entry in self.held.values() if entry.renewing]
-        if not held and not self.watched:
-            return
+        # copies first: the scheduler's thread may change the table meanwhile
+        held = [entry for entry in list(self.held.values()) if entry.renewing]
         watched = list(self.watched)
+        if not held and not watched:
+            return
         sent_at = time.monotonic()
         try:
             result = await within(
@@ -126,13 +162,13 @@ class LeaseKeeper:
                 timeout=max(self.heartbeat, self.lease / 2),
             )
         except Exception as exc:  # store unreachable: judge our leases locally
-            self._on_error(exc)
+            self._deliver(self._on_error, exc)
             now = time.monotonic()
             for entry in held:
                 if (now >= entry.renewed_at + self.lease and entry.renewing
                         and not entry.finishing):
                     self.drop(entry.run.key)
-                    self._on_lost(entry)
+                    self._deliver(self._on_lost, entry)
             return
         for entry in held:
             key = entry.run.key
@@ -141,7 +177,7 @@ class LeaseKeeper:
             if key in result.lost:
                 self.drop(key)
                 if not entry.finishing:
-                    self._on_lost(entry)
+                    self._deliver(self._on_lost, entry)
             else:
                 entry.renewed_at = sent_at
         seen = {RunKey(s.name, s.slot): s for s in result.watched}
@@ -151,4 +187,11 @@ class LeaseKeeper:
                 self.watched.discard(key)
             elif state.lease_expired:
                 self.watched.discard(key)
-                self._on_expired(state)
+                self._deliver(self._on_expired, state)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

@@ -350,6 +350,13 @@ class LeaseBackend(Backend):
 
     supports_leases = True
 
+    def lease_clone(self) -> LeaseBackend | None:
+        """A new, unopened backend on the same store with a connection of its own, or
+        ``None`` when there is none to make (built on a client or connection the
+        application passed in). The scheduler renews leases through it on a thread of
+        its own, where no handler can block the renewals."""
+        return None
+
     @abstractmethod
     async def heartbeat(self, owner: str, held: Sequence[HeldRun],
                         watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:

@@ -54,10 +54,6 @@ def most_concurrent(records: Records, now: float) -> tuple[int, float]:
     return peak, overlap
 
 
-@pytest.mark.xfail(reason="issue 15: lease renewal shares the event loop with async "
-                   "handlers, so a blocking one is taken over (attempts 2 and 3 run at "
-                   "once) and the stall warning comes only after it", strict=True,
-                   raises=AssertionError)
 def test_blocking_async_handler_delays_only_itself(store_url: str, clusters: list[Cluster],
                                                    tmp_path: Path,
                                                    request: pytest.FixtureRequest) -> None:

@@ -441,6 +441,14 @@ class PostgresBackend(PostgresValues, LeaseBackend):
                              lambda: notifications(target, self._q_listen, self.channel),
                              notify)
 
+    def lease_clone(self) -> PostgresBackend | None:
+        """A backend of the same conninfo with a one-connection pool; ``None`` on the
+        application's own connection or pool."""
+        if not isinstance(self._connection, str):
+            return None
+        return PostgresBackend(self._connection, table=self.table, pool_size=1,
+                               connect_timeout=self.connect_timeout)
+
     def __repr__(self) -> str:
         return f"PostgresBackend({self.address!r}, table={self.table!r})"
 

@@ -157,6 +157,8 @@ class RedisStore:
         self._cluster_option = cluster
         self._client: Any = None
         self._own = isinstance(client, (str, dict))
+        self.source = client  # what the backend was built on (a URL, kwargs or a client)
+        self.cluster_option = cluster
         self._sync = False
         self.cluster = False
         self._scripts: dict[str, Any] = {}

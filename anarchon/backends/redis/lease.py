@@ -113,6 +113,15 @@ class RedisBackend(RedisValues, LeaseBackend):
             return comparison_backend(strategy, client_url, kind=cls.kind, **merged)
         return cls(client_url, **merged)
 
+    def lease_clone(self) -> RedisBackend | None:
+        """See [`LeaseBackend.lease_clone()`][anarchon.backends.base.LeaseBackend]: a
+        backend of the same URL or connection options; ``None`` on the application's own
+        client."""
+        source = self.store.source
+        if not isinstance(source, (str, dict)):
+            return None
+        return type(self)(source, prefix=self.store.prefix, cluster=self.store.cluster_option)
+
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name} {self.store.where} "
                 f"prefix={self.store.prefix!r}>")

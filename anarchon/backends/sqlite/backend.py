@@ -95,6 +95,16 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         self._executor: ThreadPoolExecutor | None = None
         self._open_lock = asyncio.Lock()
 
+    def lease_clone(self) -> SqliteBackend | None:
+        """A backend on the same file with a connection of its own; ``None`` for
+        ``:memory:`` (another connection would be another database) or the application's
+        own connection."""
+        if self._user_connection is not None or self.database == ":memory:" or (
+                self.database.startswith("file:") and "memory" in self.database):
+            return None
+        return SqliteBackend(self.database, table=self.table, busy_timeout=self.busy_timeout,
+                             clock=self._clock)
+
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SqliteBackend:
         """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``;
