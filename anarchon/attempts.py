@@ -55,11 +55,11 @@ class Attempts:
         self.lease_thread = LeaseThread(self.keeper, clone) if clone is not None else None
         return self.keeper
 
-    def start_leases(self) -> None:
+    async def start_leases(self) -> None:
         """Start renewing: on the lease thread if the backend has a clone, else here."""
         assert self.keeper is not None
         if self.lease_thread is not None:
-            self.lease_thread.start()
+            await self.lease_thread.start()
         else:
             self.host._spawn(self.keeper.run())
 

@@ -178,7 +178,7 @@ class AsyncScheduler(JobRegistry):
         self._started = True
         if isinstance(self.backend, LeaseBackend):
             self._keeper = self._attempts.keep_leases(self.backend)
-            self._attempts.start_leases()
+            await self._attempts.start_leases()
             self._spawn(self._attempts.watch_loop_lag())
             await self._claiming.recover()
         # one instant splits the slots: up to it catch-up's, after it the planner's

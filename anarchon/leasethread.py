@@ -32,26 +32,27 @@ class LeaseThread:
         self._portal = Portal("anarchon-leases")
         self._task: asyncio.Task[None] | None = None
 
-    def start(self) -> None:
-        """Start the thread and the keeper's beats (returns at once)."""
+    async def start(self) -> None:
+        """Start the thread, open the connection there, then start the keeper's beats.
+
+        The store answered the scheduler just before: a failure to open raises (like any
+        store error at start) rather than leaving the leases unrenewed.
+        """
         loop = self._portal.loop()
         self.keeper._loop = loop  # pokes from now on go to that loop
-        asyncio.run_coroutine_threadsafe(self._begin(), loop).result()
+        try:
+            await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._begin(), loop))
+        except BaseException:
+            await asyncio.to_thread(self._portal.close)
+            raise
 
     async def _begin(self) -> None:
-        self._task = asyncio.ensure_future(self._main())
+        await self.clone.open()
+        self._task = asyncio.ensure_future(self._beat())
 
-    async def _main(self) -> None:
-        keeper = self.keeper
+    async def _beat(self) -> None:
         try:
-            while True:  # the store answered the scheduler just now: normally at once
-                try:
-                    await self.clone.open()
-                    break
-                except Exception as exc:
-                    keeper._deliver(keeper._on_error, exc)
-                    await asyncio.sleep(keeper.heartbeat)
-            await keeper.run()
+            await self.keeper.run()
         finally:
             try:
                 await self.clone.close()
