@@ -48,7 +48,9 @@ def test_beat_waits_for_a_store_that_is_down_at_start(tmp_path: Path) -> None:
         output = cluster.output("b1")
         print(f"\nBEAT-DOWN-AT-START first publish {after_up}s after the store came up")
         record("beat_down_at_start_first_publish_s", after_up)
-        assert output.count("does not answer") == 1, output[-2000:]
+        # one warning (celery may print a record twice: its handler and the root's)
+        warned = [line for line in output.splitlines() if "does not answer" in line]
+        assert warned and all("1 attempt(s)" in line for line in warned), warned
         assert PASSWORD not in output
         assert f"127.0.0.1:{store.url.split(':')[-1].split('/')[0]}" in output
     finally:
