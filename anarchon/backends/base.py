@@ -37,9 +37,16 @@ ClaimOutcome = Literal[
     "won",        # this instance runs the attempt
     "taken",      # another instance holds (or held) this slot
     "late",       # the store's clock says slot + max_late has passed
+    "early",      # the store's clock says the slot is more than EARLY_TOLERANCE_MS away
     "overlap",    # overlap="skip" and an earlier run of the job still holds a lease
     "exhausted",  # takeover refused: max_attempts reached; the run is marked interrupted
 ]
+
+
+#: how far before its slot (by the store's clock) a scheduled or catch-up claim may come:
+#: earlier ones are refused as ``early`` and write nothing, so an instance whose clock
+#: runs ahead cannot start a slot before it is due
+EARLY_TOLERANCE_MS = 250
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class ClaimRequest:
 
     The store must, atomically and by its own clock:
 
+    * ``reason="scheduled"`` or ``"catch-up"``: first refuse as ``early``, writing
+      nothing, if ``slot - now > EARLY_TOLERANCE_MS`` (the caller may claim again then).
     * ``reason="scheduled"``: refuse as ``late`` if ``now > slot + max_late_ms``; mark
       earlier runs of the job whose lease expired ``interrupted``; refuse as ``overlap``
       when ``overlap == "skip"`` and an earlier run still holds a valid lease (recording

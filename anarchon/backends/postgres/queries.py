@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..base import EARLY_TOLERANCE_MS
+
 FORMAT_VERSION: Final = "1"
 
 # ``{p}`` opens every statement: typed parameters and the clock, read once.
@@ -139,7 +141,7 @@ interrupted AS (
     UPDATE {{runs}} r SET status = 'interrupted'
     FROM p
     WHERE r.job = p.job AND r.slot < p.slot AND r.status = 'running'
-      AND r.lease_until <= p.now_ms
+      AND r.lease_until <= p.now_ms AND p.slot - p.now_ms <= {EARLY_TOLERANCE_MS}
     RETURNING r.job, r.slot, r.attempt, p.now_ms
 ),
 interrupted_history AS (
@@ -154,6 +156,7 @@ existing AS (
 ),
 verdict AS (
     SELECT p.idx, CASE
+        WHEN p.slot - p.now_ms > {EARLY_TOLERANCE_MS} THEN 'early'
         WHEN CASE WHEN p.catch_up
                   THEN p.slot <= p.now_ms - p.catch_up_ms OR NOT EXISTS (
                        SELECT 1 FROM {{jobs}} j WHERE j.name = p.job AND j.first_seen <= p.slot)

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord
+from ..base import EARLY_TOLERANCE_MS
 
 Kind = Literal["redis", "valkey"]
 #: connections in a pool anarchon opens; more concurrent calls wait for one
@@ -99,7 +100,9 @@ class JobKeys:
 def _load_script(name: str) -> str:
     package = resources.files(__package__ or "anarchon.backends.redis")
     parts = ("common", *_SCRIPT_LIBS.get(name, ()), name)
-    return "\n".join(package.joinpath(f"{part}.lua").read_text(encoding="utf-8")
+    # the one tolerance of every lease store, from Python (a constant, never user input)
+    header = f"local EARLY_MS = {int(EARLY_TOLERANCE_MS)}\n"
+    return header + "\n".join(package.joinpath(f"{part}.lua").read_text(encoding="utf-8")
                      for part in parts)
 
 
