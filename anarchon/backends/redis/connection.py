@@ -4,9 +4,12 @@ Clients: a URL, a dict of connection kwargs, or the application's own client —
 or valkey-py, asyncio or sync (sync calls run in a worker thread), standalone or Cluster.
 Clients built here are closed by :meth:`RedisStore.close`; the user's never are.
 
-Keys: every key of one job starts with the hash tag ``{<prefix><job>}``, so all of them
+Keys: every key of one job starts with the hash tag ``{<prefix>:<job>}``, so all of them
 share a Redis Cluster slot and each script's keys are passed in ``KEYS``. Characters that
-would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name.
+would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name,
+so the job part holds no ``:`` and the last ``:`` of a tag ends the prefix: two different
+``(prefix, job)`` pairs never share a key. The registry hash ``<prefix>jobs`` holds the
+key format (:data:`KEY_FORMAT`) under the field ``""`` (never a job name).
 """
 
 from __future__ import annotations
@@ -40,10 +43,17 @@ _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
                 "finish": ("finish_lib",), "finish_many": ("finish_lib",)}
 
 
+#: the layout of the keys: 1 was ``{<prefix><job>}`` (pairs could collide), 2 adds ``:``
+KEY_FORMAT = "2"
+
+
 def check_prefix(prefix: object) -> str:
     """Validate a key prefix: refuse characters that would break key patterns or tags."""
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, got {type(prefix).__name__}: {prefix!r}")
+    if not prefix:
+        raise ValueError("invalid prefix '': it must not be empty (every key of a namespace "
+                         "starts with it; the default is 'cron:')")
     if _BAD_PREFIX.search(prefix):
         raise ValueError(f"invalid prefix {prefix!r}: it must not contain whitespace or any "
                          "of { } * ? [ ] \\ (they break hash tags and key patterns)")
@@ -58,7 +68,7 @@ def escape_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class JobKeys:
-    """The keys of one job; they all share the hash tag ``{<prefix><job>}``."""
+    """The keys of one job; they all share the hash tag ``{<prefix>:<job>}``."""
 
     tag: str
 
@@ -311,7 +321,7 @@ class RedisStore:
     # -- keys ----------------------------------------------------------------------------
 
     def keys(self, name: str) -> JobKeys:
-        return JobKeys("{" + self.prefix + escape_name(name) + "}")
+        return JobKeys("{" + self.prefix + ":" + escape_name(name) + "}")
 
     @property
     def jobs_key(self) -> str:

@@ -1,6 +1,6 @@
 """The Redis/Valkey lease strategy: every state change is one Lua script call.
 
-Per job (all keys share the hash tag ``{<prefix><job>}``):
+Per job (all keys share the hash tag ``{<prefix>:<job>}``):
 
 * ``runs``   hash ``slot -> {o: owner, a: attempt, c: counted attempts, h: handed over,
   l: lease_until ms, s: status, r: reason}`` (status ``skipped`` marks an overlap skip);
