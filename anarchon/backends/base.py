@@ -96,10 +96,11 @@ class ClaimRequest:
       ``slot > now - catch_up_ms`` and that the job was known to the store before ``slot``
       (else ``late``).
     * ``reason="takeover"``: win only if the run is still running at ``expected_attempt``
-      with an expired lease. If the attempt was handed over it does not count towards
-      ``max_attempts``; otherwise, when ``max_attempts`` counted attempts have started,
-      mark the run interrupted and answer ``exhausted``. The expired attempt's record
-      becomes ``interrupted``.
+      with an expired lease (a store that can tell when it started treats no lease as
+      expired before it has been up for ``lease_ms``). If the attempt was handed over it
+      does not count towards ``max_attempts``; otherwise, when ``max_attempts`` counted
+      attempts have started, mark the run interrupted and answer ``exhausted``. The
+      expired attempt's record becomes ``interrupted``.
     """
 
     name: str

@@ -221,7 +221,7 @@ class RedisStore:
                 cluster = self._cluster_option
                 if cluster is None:
                     info = await client.execute_command("INFO", "cluster")
-                    cluster = _info_dict(info).get("cluster_enabled") == "1"
+                    cluster = info_dict(info).get("cluster_enabled") == "1"
                 if cluster:
                     await client.aclose()
                     cluster_cls = driver.RedisCluster if hasattr(driver, "RedisCluster") \
@@ -246,7 +246,7 @@ class RedisStore:
             raise self.translate(exc) from exc
 
     def _read_version(self, info: Any) -> None:
-        values = _info_dict(info)
+        values = info_dict(info)
         if "valkey_version" in values or values.get("server_name") == "valkey":
             self.server_name = "valkey"
             text = values.get("valkey_version", values.get("redis_version", "0"))
@@ -382,7 +382,8 @@ class RedisStore:
                                                  max_connections=2, **kwargs))
 
 
-def _info_dict(info: Any) -> dict[str, str]:
+def info_dict(info: Any) -> dict[str, str]:
+    """The fields of an ``INFO`` reply (parsed or raw text)."""
     if isinstance(info, dict):
         return {str(k): str(v) for k, v in info.items()}
     text = info.decode() if isinstance(info, bytes) else str(info)
