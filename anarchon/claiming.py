@@ -9,6 +9,7 @@ was lost is confirmed before anything runs. A won claim goes to
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -31,6 +32,8 @@ class Claims:
         self.host = host
         #: the slots given up (counted per job; a warning when claims fall behind)
         self.backlog = Backlog()
+        #: slots refused as ``early`` whose one later claim is pending
+        self._early: set[RunKey] = set()
 
     async def recover(self) -> None:
         assert isinstance(self.host.backend, LeaseBackend) and self.host._keeper is not None
@@ -106,6 +109,8 @@ class Claims:
         slot, reason = request.slot, request.reason
         if outcome == "won":
             self.host._attempts.execute(job, slot, attempt, reason, sent_at)
+        elif outcome == "early":
+            self._early_answer(job, request, store_ms)
         elif outcome == "exhausted":
             logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
                            job.name, slot, job.max_attempts)
@@ -121,3 +126,27 @@ class Claims:
             else:
                 self.backlog.skip(job.name, outcome)
             self.host._emit("skip", job.name, slot, reason=outcome)
+
+    def _early_answer(self, job: Job, request: ClaimRequest, store_ms: int | None) -> None:
+        """The store's clock says the slot has not come (this instance's clock runs
+        ahead): claim it once more when the store's clock reaches it; refused again, the
+        slot is left to the other instances."""
+        key = RunKey(job.name, request.slot)
+        if key in self._early or store_ms is None:
+            logger.warning("job %r slot %s: refused twice as early by the store's clock; "
+                           "is this instance's clock ahead?", job.name, request.slot)
+            self.backlog.skip(job.name, "early")
+            self.host._emit("skip", job.name, request.slot, reason="early")
+            return
+        self._early.add(key)
+        delay = max(0, request.slot - store_ms) / 1000
+        self.host._spawn(self._claim_later(job, request, key, delay))
+
+    async def _claim_later(self, job: Job, request: ClaimRequest, key: RunKey,
+                           delay: float) -> None:
+        try:
+            await asyncio.sleep(delay)
+            await self.claim_and_run(job, request.slot, request.reason,
+                                     request.expected_attempt)
+        finally:
+            self._early.discard(key)

@@ -40,7 +40,8 @@ class JobInfo:
 
     ``skipped``: slots of the job this instance gave up since it started, by reason
     (``"late"``: the claim reached the store after ``slot + max_late``, because the store
-    or the instance could not keep up; ``"overlap"``); empty for jobs only other
+    or the instance could not keep up; ``"overlap"``; ``"early"``: refused twice as before
+    the slot by the store's clock); empty for jobs only other
     instances run.
     """
 

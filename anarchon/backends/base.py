@@ -37,9 +37,16 @@ ClaimOutcome = Literal[
     "won",        # this instance runs the attempt
     "taken",      # another instance holds (or held) this slot
     "late",       # the store's clock says slot + max_late has passed
+    "early",      # the store's clock says the slot is more than EARLY_TOLERANCE_MS away
     "overlap",    # overlap="skip" and an earlier run of the job still holds a lease
     "exhausted",  # takeover refused: max_attempts reached; the run is marked interrupted
 ]
+
+
+#: how far before its slot (by the store's clock) a scheduled or catch-up claim may come:
+#: earlier ones are refused as ``early`` and write nothing, so an instance whose clock
+#: runs ahead cannot start a slot before it is due
+EARLY_TOLERANCE_MS = 250
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class ClaimRequest:
 
     The store must, atomically and by its own clock:
 
+    * ``reason="scheduled"`` or ``"catch-up"``: first refuse as ``early``, writing
+      nothing, if ``slot - now > EARLY_TOLERANCE_MS`` (the caller may claim again then).
     * ``reason="scheduled"``: refuse as ``late`` if ``now > slot + max_late_ms``; mark
       earlier runs of the job whose lease expired ``interrupted``; refuse as ``overlap``
       when ``overlap == "skip"`` and an earlier run still holds a valid lease (recording
@@ -87,10 +96,11 @@ class ClaimRequest:
       ``slot > now - catch_up_ms`` and that the job was known to the store before ``slot``
       (else ``late``).
     * ``reason="takeover"``: win only if the run is still running at ``expected_attempt``
-      with an expired lease. If the attempt was handed over it does not count towards
-      ``max_attempts``; otherwise, when ``max_attempts`` counted attempts have started,
-      mark the run interrupted and answer ``exhausted``. The expired attempt's record
-      becomes ``interrupted``.
+      with an expired lease (a store that can tell when it started treats no lease as
+      expired before it has been up for ``lease_ms``). If the attempt was handed over it
+      does not count towards ``max_attempts``; otherwise, when ``max_attempts`` counted
+      attempts have started, mark the run interrupted and answer ``exhausted``. The
+      expired attempt's record becomes ``interrupted``.
     """
 
     name: str

@@ -21,6 +21,7 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import F, Q
 
 from anarchon.backends.base import (
+    EARLY_TOLERANCE_MS,
     ClaimOutcome,
     ClaimRequest,
     ClaimResult,
@@ -111,6 +112,8 @@ class Store:
                                     .filter(job=req.name, slot=req.slot).first())
             if req.reason == "takeover":
                 return self._takeover(req, run, now)
+            if req.slot - now > EARLY_TOLERANCE_MS:
+                return result("early")
             if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
                 return result("late")
             if req.reason == "catch-up" and (

@@ -159,17 +159,17 @@ def test_overlap_skip_is_final_and_allow_runs(table: str) -> None:
     async def main() -> None:
         a = await opened(table)
         try:
-            first = db_ms()
+            first = db_ms()  # slots 100 ms apart: none is early (EARLY_TOLERANCE_MS)
             assert (await a.claim(request(first, "A", lease_ms=60_000))).outcome == "won"
-            assert (await a.claim(request(first + 1000, "B"))).outcome == "overlap"
+            assert (await a.claim(request(first + 100, "B"))).outcome == "overlap"
             # the skipped slot is recorded: it never runs later, for anyone
             await a.finish(finish(first, "A", 1))
-            assert (await a.claim(request(first + 1000, "C"))).outcome == "overlap"
-            assert (await a.claim(request(first + 1000, "C", "catch-up",
+            assert (await a.claim(request(first + 100, "C"))).outcome == "overlap"
+            assert (await a.claim(request(first + 100, "C", "catch-up",
                                           catch_up_ms=60_000))).outcome == "overlap"
-            second = first + 2000
+            second = first + 200
             assert (await a.claim(request(second, "A", lease_ms=60_000))).outcome == "won"
-            allowed = await a.claim(request(second + 1000, "B", overlap="allow"))
+            allowed = await a.claim(request(second + 20, "B", overlap="allow"))
             assert (allowed.outcome, allowed.attempt) == ("won", 1)
         finally:
             await a.close()
@@ -196,7 +196,7 @@ def test_expired_earlier_run_is_interrupted_by_next_slot(table: str) -> None:
     async def main() -> None:
         a = await opened(table)
         try:
-            slot = db_ms()
+            slot = db_ms() - 5_000
             assert (await a.claim(request(slot, "A"))).outcome == "won"
             await until_expired(a, slot)
             assert (await a.claim(request(slot + 1000, "B"))).outcome == "won"

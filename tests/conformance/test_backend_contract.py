@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from anarchon.backends.base import (
+    EARLY_TOLERANCE_MS,
     Backend,
     ClaimRequest,
     Finish,
@@ -86,10 +87,34 @@ def test_late_claim_is_refused_by_store_clock(make_backend: Callable[[], Backend
     run(scenario())
 
 
+def test_early_claim_is_refused_by_store_clock(make_backend: Callable[[], Backend]) -> None:
+    """A claim more than ``EARLY_TOLERANCE_MS`` before its slot (an instance clock 2 s
+    ahead), lone, batched or catch-up, is refused as ``early`` and writes nothing; at the
+    slot it wins."""
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        await asyncio.sleep(0.05)  # the job was known before the slot (catch-up)
+        slot = now_ms() + 2_000
+        assert (await backend.claim(request("job", slot, "a"))).outcome == "early"
+        batch = await backend.claim_many([
+            request("job", slot, "a"),
+            request("job", slot + 1_000, "a", reason="catch-up", catch_up_ms=60_000)])
+        assert [a.outcome for a in batch if not isinstance(a, Exception)] == ["early"] * 2
+        assert await backend.history("job", 10) == []
+        assert await backend.unfinished(["job"]) == []
+        await wait_until(lambda: now_ms() >= slot - EARLY_TOLERANCE_MS + 50, 5, "the slot")
+        won = await backend.claim(request("job", slot, "a"))
+        assert (won.outcome, won.attempt) == ("won", 1)
+        assert won.store_ms >= slot - EARLY_TOLERANCE_MS
+        await backend.close()
+
+    run(scenario())
+
+
 def test_overlap_skip_is_final_and_allow_runs(make_backend: Callable[[], Backend]) -> None:
     async def scenario() -> None:
         backend = await opened(make_backend)
-        slot = now_ms()
+        slot = now_ms() - 5_000  # the later slots have come too
         assert (await backend.claim(request("job", slot, "a", lease_ms=10_000))).outcome == "won"
         skipped = await backend.claim(request("job", slot + 1000, "b"))
         assert skipped.outcome == "overlap"
@@ -208,7 +233,7 @@ def test_hand_over_is_not_counted(make_backend: Callable[[], Backend]) -> None:
 def test_next_slot_interrupts_crashed_run(make_backend: Callable[[], Backend]) -> None:
     async def scenario() -> None:
         backend = await opened(make_backend)
-        slot = now_ms()
+        slot = now_ms() - 5_000
         await backend.claim(request("job", slot, "a"))
         await expire(backend, "job", slot)
         nxt = await backend.claim(request("job", slot + 1000, "b"))
@@ -281,7 +306,7 @@ def test_note_shows_on_my_running_attempt_until_it_ends(
         make_backend: Callable[[], Backend]) -> None:
     async def scenario() -> None:
         a, b = await opened(make_backend), await opened(make_backend)
-        slot = now_ms()
+        slot = now_ms() - 5_000
         await a.claim(request("job", slot, "a", lease_ms=60_000))
         held = HeldRun("job", slot, 1)
         assert await a.note("a", held, NOTE) is True

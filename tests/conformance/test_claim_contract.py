@@ -81,7 +81,7 @@ def test_one_winner_among_five_concurrent_claimers(new_backend: Callable[[], Bac
     async def scenario() -> None:
         backends = [await opened(new_backend) for _ in range(5)]
         try:
-            for offset in (0, 1000):  # two slots: each has its own winner
+            for offset in (-1000, 0):  # two slots: each has its own winner
                 slot = now_ms() + offset
                 results = await asyncio.gather(
                     *(b.claim(request("job", slot, f"i{n}")) for n, b in enumerate(backends)))

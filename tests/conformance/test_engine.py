@@ -16,6 +16,7 @@ import pytest
 
 from anarchon import AsyncScheduler, AsyncTracker, JobTimeout, RunContext, RunToken
 from anarchon.backends import Backend
+from anarchon.backends.base import EARLY_TOLERANCE_MS
 from anarchon.clock import OffsetClock
 from tests.conftest import only_lease_stores
 from tests.support import EventLog, run, wait_until
@@ -97,6 +98,29 @@ def test_late_claims_are_refused_by_the_store(make_backend: Callable[[], Backend
 
     run(scenario())
     assert not log.of("start")
+
+
+def test_instance_clock_ahead_runs_each_slot_at_its_time(
+        make_backend: Callable[[], Backend]) -> None:
+    """An instance whose clock is 2 s ahead has its claims refused as ``early`` by the
+    store's clock and claims again when the slot comes: every slot runs, none early."""
+    log = EventLog()
+    starts: list[tuple[int, float]] = []
+
+    async def scenario() -> None:
+        ahead = log.attach(AsyncScheduler(make_backend(), clock=OffsetClock(2), **FAST))
+        ahead.every("tick", "1s", lambda ctx: starts.append((ctx.slot, time.time())))
+        await ahead.start()
+        await wait_until(lambda: len(starts) >= 3, 10, "three slots")
+        await ahead.stop()
+
+    run(scenario())
+    early = [(slot, round(at - slot / 1000, 3)) for slot, at in starts
+             if at < slot / 1000 - EARLY_TOLERANCE_MS / 1000 - 0.05]
+    assert not early, early
+    slots = [slot for slot, _ in starts]
+    assert slots == sorted(set(slots)) and slots[-1] - slots[0] == 1000 * (len(slots) - 1)
+    assert not [e for e in log.of("skip") if e.reason == "early"]
 
 
 def test_overlap_skip_never_runs_two_at_once(make_backend: Callable[[], Backend]) -> None:

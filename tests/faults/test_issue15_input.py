@@ -111,7 +111,6 @@ def _with_prefix(url: str, prefix: str) -> str:
 
 
 @only_lease_stores("redis", "valkey")
-@gap("prefix 'svc' + job '1tick' and prefix 'svc1' + job 'tick' share their keys")
 def test_prefix_and_job_pairs_do_not_share_keys(store_url: str, namespace: str) -> None:
     first = Scheduler(from_url(_with_prefix(store_url, f"{namespace}svc")))
     second = Scheduler(from_url(_with_prefix(store_url, f"{namespace}svc1")))
@@ -127,10 +126,8 @@ def test_prefix_and_job_pairs_do_not_share_keys(store_url: str, namespace: str) 
 
 
 @pytest.mark.parametrize("make", [
-    pytest.param(lambda: _redis_backend(""), id="RedisBackend-prefix-empty",
-                 marks=[gap("RedisBackend(prefix='') is accepted (bare keys)")]),
-    pytest.param(lambda: from_url("redis://127.0.0.1?prefix="), id="url-prefix-empty",
-                 marks=[gap("redis://h?prefix= gives bare keys")]),
+    pytest.param(lambda: _redis_backend(""), id="RedisBackend-prefix-empty"),
+    pytest.param(lambda: from_url("redis://127.0.0.1?prefix="), id="url-prefix-empty"),
 ])
 def test_an_empty_prefix_is_refused(make: Callable[[], Any]) -> None:
     with pytest.raises(ValueError, match="prefix"):

@@ -9,7 +9,7 @@ of a slot that has not arrived yet meets an ``overlap`` and that slot is lost.
 Asserted over every slot from the first instance's ``ready`` to the end when the skewed
 instance joins (not only from "ready + 1 s"), and over the steady state when it is up from
 the start: each slot starts exactly once, none is lost, and none starts before its time by
-the store's clock (tolerance 0.5 s; issue 15 asks early claims to be refused).
+the store's clock (tolerance 0.5 s: the store refuses claims more than 250 ms early).
 """
 
 from __future__ import annotations
@@ -42,11 +42,6 @@ RUN = 0.7         # each run lasts this long: a join lands on a running one
 JOIN_AT = 0.3     # the skewed instance starts at this fraction of a second
 SLOTS = 8         # slots watched once every instance is up
 
-AHEAD_LOSES = pytest.mark.xfail(
-    reason="issue 15: an instance 2 s ahead claims every slot 2 s early (the store does not "
-    "refuse early claims), and its early catch-up claim on joining meets an overlap and "
-    "loses that slot", strict=True,
-    raises=AssertionError)
 
 
 @pytest.fixture(params=long_stores(), ids=lambda s: s.id)
@@ -99,7 +94,7 @@ def _cluster(clusters: list[Cluster], store_url: str, tmp_path: Path) -> Procs:
 
 
 @pytest.mark.parametrize("offset", [
-    pytest.param(SKEW, id="ahead", marks=[AHEAD_LOSES]),
+    pytest.param(SKEW, id="ahead"),
     pytest.param(-SKEW, id="behind"),
 ])
 @pytest.mark.parametrize("joins", ["from-start", "later"])
@@ -127,7 +122,6 @@ def server_store(request: pytest.FixtureRequest) -> StoreSpec:
     return spec
 
 
-@AHEAD_LOSES
 def test_faketime_instance_ahead_joining_later(server_store: StoreSpec, namespace: str,
                                                clusters: list[Cluster],
                                                tmp_path: Path) -> None:

@@ -20,10 +20,18 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..base import EARLY_TOLERANCE_MS
+
 FORMAT_VERSION: Final = "1"
 
 # ``{p}`` opens every statement: typed parameters and the clock, read once.
 _NOW_MS: Final = "floor(extract(epoch FROM now()) * 1000)::bigint"
+# The time leases are judged expired against: now, or -1 (nothing is expired) while the
+# server has been up for less than the claim's lease, so a lease that lapsed while the
+# server was down is not taken over (nor replaced) before its runner could renew it or
+# record its outcome. Needs the row's lease_ms and now_ms.
+_EXPIRY_MS: Final = ("CASE WHEN now_ms >= floor(extract(epoch FROM pg_postmaster_start_time())"
+                     " * 1000)::bigint + lease_ms THEN now_ms ELSE -1 END")
 
 SETUP_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtext('anarchon:setup'), hashtext(%(table)s))"
 
@@ -126,7 +134,7 @@ SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM r) + (SELECT count(*) FR
 # Overlap looks at every other slot, not only earlier ones: with a jitter longer than the
 # interval, slot N's claim can arrive after slot N+1 started, and must not run beside it.
 CLAIM_NEW: Final = f"""
-WITH p AS (
+WITH q AS (
     SELECT c.*, {_NOW_MS} AS now_ms
     FROM unnest(%(idx)s::integer[], %(jobs)s::text[], %(slots)s::bigint[],
                 %(owners)s::text[], %(reasons)s::text[], %(lease_ms)s::bigint[],
@@ -135,11 +143,12 @@ WITH p AS (
          AS c(idx, job, slot, owner, reason, lease_ms, max_late_ms, catch_up, catch_up_ms,
               skip_overlap)
 ),
+p AS (SELECT q.*, {_EXPIRY_MS} AS expiry_ms FROM q),
 interrupted AS (
     UPDATE {{runs}} r SET status = 'interrupted'
     FROM p
     WHERE r.job = p.job AND r.slot < p.slot AND r.status = 'running'
-      AND r.lease_until <= p.now_ms
+      AND r.lease_until <= p.expiry_ms AND p.slot - p.now_ms <= {EARLY_TOLERANCE_MS}
     RETURNING r.job, r.slot, r.attempt, p.now_ms
 ),
 interrupted_history AS (
@@ -154,6 +163,7 @@ existing AS (
 ),
 verdict AS (
     SELECT p.idx, CASE
+        WHEN p.slot - p.now_ms > {EARLY_TOLERANCE_MS} THEN 'early'
         WHEN CASE WHEN p.catch_up
                   THEN p.slot <= p.now_ms - p.catch_up_ms OR NOT EXISTS (
                        SELECT 1 FROM {{jobs}} j WHERE j.name = p.job AND j.first_seen <= p.slot)
@@ -164,7 +174,7 @@ verdict AS (
         WHEN p.skip_overlap AND EXISTS (
              SELECT 1 FROM {{runs}} o
              WHERE o.job = p.job AND o.slot <> p.slot AND o.status = 'running'
-               AND o.lease_until > p.now_ms) THEN 'overlap'
+               AND o.lease_until > p.expiry_ms) THEN 'overlap'
         ELSE 'won' END AS outcome
     FROM p
 ),
@@ -197,17 +207,18 @@ ORDER BY p.idx
 # the newest row version (READ COMMITTED), so a renewal that committed after this
 # statement's snapshot wins over the verdict: the result is then 'taken'.
 CLAIM_TAKEOVER: Final = f"""
-WITH p AS (
+WITH q AS (
     SELECT c.*, {_NOW_MS} AS now_ms
     FROM unnest(%(idx)s::integer[], %(jobs)s::text[], %(slots)s::bigint[],
                 %(owners)s::text[], %(lease_ms)s::bigint[], %(expected)s::integer[],
                 %(max_attempts)s::integer[])
          AS c(idx, job, slot, owner, lease_ms, expected, max_attempts)
 ),
+p AS (SELECT q.*, {_EXPIRY_MS} AS expiry_ms FROM q),
 verdict AS (
     SELECT p.idx, CASE
         WHEN r.status IS DISTINCT FROM 'running' OR r.attempt <> p.expected
-             OR r.lease_until > p.now_ms THEN 'taken'
+             OR r.lease_until > p.expiry_ms THEN 'taken'
         WHEN NOT r.handed_over AND r.counted >= p.max_attempts THEN 'exhausted'
         ELSE 'won' END AS outcome
     FROM p LEFT JOIN {{runs}} r ON r.job = p.job AND r.slot = p.slot
@@ -223,7 +234,7 @@ updated AS (
                            ELSE r.lease_until END
     FROM p JOIN verdict v ON v.idx = p.idx
     WHERE r.job = p.job AND r.slot = p.slot AND v.outcome IN ('won', 'exhausted')
-      AND r.status = 'running' AND r.attempt = p.expected AND r.lease_until <= p.now_ms
+      AND r.status = 'running' AND r.attempt = p.expected AND r.lease_until <= p.expiry_ms
     RETURNING p.idx, r.attempt, r.status
 ),
 old_history AS (

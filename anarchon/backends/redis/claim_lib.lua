@@ -1,8 +1,8 @@
 -- Claim logic shared by claim.lua (one run) and claim_many.lua (a batch).
 -- See ClaimRequest in backends/base.py for the rules.
 -- A request is 10 ARGV values from position base + 1: slot, owner, reason, lease_ms,
--- max_late_ms, max_attempts, overlap, catch_up_ms, expected_attempt, first_seen_ms
--- (-1 unknown); its 5 KEYS from position kbase + 1: runs (hash slot -> state), active
+-- max_late_ms, max_attempts, overlap, catch_up_ms, expected_attempt, since_ms (catch-up:
+-- when the job was first seen; takeover: since when the server is up; -1 unknown); its 5 KEYS from position kbase + 1: runs (hash slot -> state), active
 -- (zset slot -> lease_until), done (zset slot -> finished ms), att, hist.
 local CLAIM_ARGS = 10
 local CLAIM_KEYS = 5
@@ -20,7 +20,7 @@ local function claim_parse(argv, base)
     overlap = one_of(argv[base + 7], 'overlap', {'skip', 'allow'}),
     catch_up = int_arg(argv[base + 8], 'catch_up_ms'),
     expected = int_arg(argv[base + 9], 'expected_attempt'),
-    first_seen = int_arg(argv[base + 10], 'first_seen_ms'),
+    since = int_arg(argv[base + 10], 'since_ms'),
   }
   if c.lease <= 0 then error('anarchon: lease_ms must be positive') end
   return c
@@ -58,6 +58,8 @@ local function claim_run(keys, kbase, c, now)
     if state.s ~= 'running' or state.a ~= c.expected or state.l > now then
       return 'taken', 0
     end
+    -- a lease that lapsed while the server was down: its runner may renew or finish first
+    if now < c.since + c.lease then return 'taken', 0 end
     end_record(att, attempt_field(slot_s, state.a), 'interrupted', now, nil)
     local counted = state.c
     if state.h ~= 1 then
@@ -70,10 +72,13 @@ local function claim_run(keys, kbase, c, now)
     return begin(state.a + 1, counted)
   end
 
+  -- a claim from an instance whose clock runs ahead: nothing is written, it may come again
+  if slot - now > EARLY_MS then return 'early', 0 end
+
   if c.reason == 'scheduled' then
     if now > slot + c.max_late then return 'late', 0 end
   else
-    if slot <= now - c.catch_up or c.first_seen < 0 or c.first_seen > slot then
+    if slot <= now - c.catch_up or c.since < 0 or c.since > slot then
       return 'late', 0
     end
   end

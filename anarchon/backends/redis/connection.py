@@ -4,9 +4,12 @@ Clients: a URL, a dict of connection kwargs, or the application's own client —
 or valkey-py, asyncio or sync (sync calls run in a worker thread), standalone or Cluster.
 Clients built here are closed by :meth:`RedisStore.close`; the user's never are.
 
-Keys: every key of one job starts with the hash tag ``{<prefix><job>}``, so all of them
+Keys: every key of one job starts with the hash tag ``{<prefix>:<job>}``, so all of them
 share a Redis Cluster slot and each script's keys are passed in ``KEYS``. Characters that
-would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name.
+would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name,
+so the job part holds no ``:`` and the last ``:`` of a tag ends the prefix: two different
+``(prefix, job)`` pairs never share a key. The registry hash ``<prefix>jobs`` holds the
+key format (:data:`KEY_FORMAT`) under the field ``""`` (never a job name).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord
+from ..base import EARLY_TOLERANCE_MS
 
 Kind = Literal["redis", "valkey"]
 #: connections in a pool anarchon opens; more concurrent calls wait for one
@@ -39,10 +43,17 @@ _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
                 "finish": ("finish_lib",), "finish_many": ("finish_lib",)}
 
 
+#: the layout of the keys: 1 was ``{<prefix><job>}`` (pairs could collide), 2 adds ``:``
+KEY_FORMAT = "2"
+
+
 def check_prefix(prefix: object) -> str:
     """Validate a key prefix: refuse characters that would break key patterns or tags."""
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, got {type(prefix).__name__}: {prefix!r}")
+    if not prefix:
+        raise ValueError("invalid prefix '': it must not be empty (every key of a namespace "
+                         "starts with it; the default is 'cron:')")
     if _BAD_PREFIX.search(prefix):
         raise ValueError(f"invalid prefix {prefix!r}: it must not contain whitespace or any "
                          "of { } * ? [ ] \\ (they break hash tags and key patterns)")
@@ -57,7 +68,7 @@ def escape_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class JobKeys:
-    """The keys of one job; they all share the hash tag ``{<prefix><job>}``."""
+    """The keys of one job; they all share the hash tag ``{<prefix>:<job>}``."""
 
     tag: str
 
@@ -99,7 +110,9 @@ class JobKeys:
 def _load_script(name: str) -> str:
     package = resources.files(__package__ or "anarchon.backends.redis")
     parts = ("common", *_SCRIPT_LIBS.get(name, ()), name)
-    return "\n".join(package.joinpath(f"{part}.lua").read_text(encoding="utf-8")
+    # the one tolerance of every lease store, from Python (a constant, never user input)
+    header = f"local EARLY_MS = {int(EARLY_TOLERANCE_MS)}\n"
+    return header + "\n".join(package.joinpath(f"{part}.lua").read_text(encoding="utf-8")
                      for part in parts)
 
 
@@ -210,7 +223,7 @@ class RedisStore:
                 cluster = self._cluster_option
                 if cluster is None:
                     info = await client.execute_command("INFO", "cluster")
-                    cluster = _info_dict(info).get("cluster_enabled") == "1"
+                    cluster = info_dict(info).get("cluster_enabled") == "1"
                 if cluster:
                     await client.aclose()
                     cluster_cls = driver.RedisCluster if hasattr(driver, "RedisCluster") \
@@ -235,7 +248,7 @@ class RedisStore:
             raise self.translate(exc) from exc
 
     def _read_version(self, info: Any) -> None:
-        values = _info_dict(info)
+        values = info_dict(info)
         if "valkey_version" in values or values.get("server_name") == "valkey":
             self.server_name = "valkey"
             text = values.get("valkey_version", values.get("redis_version", "0"))
@@ -310,7 +323,7 @@ class RedisStore:
     # -- keys ----------------------------------------------------------------------------
 
     def keys(self, name: str) -> JobKeys:
-        return JobKeys("{" + self.prefix + escape_name(name) + "}")
+        return JobKeys("{" + self.prefix + ":" + escape_name(name) + "}")
 
     @property
     def jobs_key(self) -> str:
@@ -371,7 +384,8 @@ class RedisStore:
                                                  max_connections=2, **kwargs))
 
 
-def _info_dict(info: Any) -> dict[str, str]:
+def info_dict(info: Any) -> dict[str, str]:
+    """The fields of an ``INFO`` reply (parsed or raw text)."""
     if isinstance(info, dict):
         return {str(k): str(v) for k, v in info.items()}
     text = info.decode() if isinstance(info, bytes) else str(info)

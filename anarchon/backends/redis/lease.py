@@ -1,6 +1,6 @@
 """The Redis/Valkey lease strategy: every state change is one Lua script call.
 
-Per job (all keys share the hash tag ``{<prefix><job>}``):
+Per job (all keys share the hash tag ``{<prefix>:<job>}``):
 
 * ``runs``   hash ``slot -> {o: owner, a: attempt, c: counted attempts, h: handed over,
   l: lease_until ms, s: status, r: reason}`` (status ``skipped`` marks an overlap skip);
@@ -46,7 +46,7 @@ from ..base import (
     Wakeup,
 )
 from ..wakeups import keep_listening, released_payload, trigger_payload
-from .connection import Kind, RedisStore, check_driver, read_history, text
+from .connection import Kind, RedisStore, check_driver, info_dict, read_history, text
 from .records import (
     finish_args,
     finish_record,
@@ -176,12 +176,12 @@ class RedisBackend(RedisValues, LeaseBackend):
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         """One EVALSHA: server time, lateness, overlap, takeover rules, record the claim."""
-        first_seen = (await self._first_seen_ms(request.name)
-                      if request.reason == "catch-up" else -1)
+        up_since = await self._up_since_ms([request])
         reply = await self.store.script("claim", self._run_keys(request.name), [
             request.slot, request.owner, request.reason, request.lease_ms,
             request.max_late_ms, request.max_attempts, request.overlap,
-            request.catch_up_ms, request.expected_attempt, first_seen])
+            request.catch_up_ms, request.expected_attempt,
+            await self._since_ms(request, up_since)])
         outcome = text(reply[0])
         return ClaimResult(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
 
@@ -196,19 +196,40 @@ class RedisBackend(RedisValues, LeaseBackend):
             return []
         keys: list[str] = []
         args: list[str] = []
+        up_since = await self._up_since_ms(requests)
         for request in requests:
-            first_seen = (await self._first_seen_ms(request.name)
-                          if request.reason == "catch-up" else -1)
             keys += self._run_keys(request.name)
             args += [str(request.slot), request.owner, request.reason, str(request.lease_ms),
                      str(request.max_late_ms), str(request.max_attempts), request.overlap,
-                     str(request.catch_up_ms), str(request.expected_attempt), str(first_seen)]
+                     str(request.catch_up_ms), str(request.expected_attempt),
+                     str(await self._since_ms(request, up_since))]
         # the arguments travel as one JSON array of strings (data, never code)
         reply = await self.store.script("claim_many", keys, [
             len(requests), json.dumps(args, ensure_ascii=False)])
         now = int(reply[0])
         return [ClaimResult(text(reply[2 * i + 1]), int(reply[2 * i + 2]), now)  # type: ignore[arg-type]
                 for i in range(len(requests))]
+
+    async def _up_since_ms(self, requests: Sequence[ClaimRequest]) -> int:
+        """Since when (server ms) the server is up, read for takeovers only (``-1`` when
+        there are none): ``TIME`` minus ``INFO server`` uptime, rounded to a later time
+        (by up to 2 s: ``uptime_in_seconds`` counts whole seconds), so a lease
+        that lapsed while the server was down is not taken over before the server has
+        been up for one lease."""
+        if not any(r.reason == "takeover" for r in requests):
+            return -1
+        now, info = await self.store.pipeline([("TIME",), ("INFO", "server")])
+        for reply in (now, info):
+            if isinstance(reply, Exception):
+                raise self.store.translate(reply)
+        # whole seconds, each end floored: the real uptime may be a second less
+        uptime_s = max(0, int(info_dict(info).get("uptime_in_seconds", "0")) - 1)
+        return int(text(now[0])) * 1000 + int(text(now[1])) // 1000 - uptime_s * 1000
+
+    async def _since_ms(self, request: ClaimRequest, up_since: int) -> int:
+        if request.reason == "catch-up":
+            return await self._first_seen_ms(request.name)
+        return up_since if request.reason == "takeover" else -1
 
     async def confirm(self, request: ClaimRequest) -> int:
         """Read back who holds the run after a claim whose reply was lost."""

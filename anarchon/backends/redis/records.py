@@ -8,9 +8,10 @@ import secrets
 from collections.abc import Sequence
 from typing import Any
 
+from ...errors import IncompatibleStoreError
 from ...history import RunStatus
 from ..base import Finish, JobSpec, RunState
-from .connection import RedisStore, text
+from .connection import KEY_FORMAT, RedisStore, text
 
 
 async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str, int]:
@@ -20,7 +21,14 @@ async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str,
     args: list[object] = []
     for job in jobs:
         args += [job.name, job.kind, job.schedule]
-    first = await store.script("register", [store.jobs_key], args)
+    status, *first = await store.script("register", [store.jobs_key], [KEY_FORMAT, *args])
+    if text(status) != "ok":
+        found = text(first[0])
+        raise IncompatibleStoreError(
+            f"{store.kind} at {store.where}: the keys under prefix {store.prefix!r} use "
+            f"anarchon's Redis key format {found}, this version needs format {KEY_FORMAT} "
+            "(the job keys became '{<prefix>:<job>}'); nothing was changed. Let the runs "
+            "finish, then purge the prefix (`anarchon purge`) or use a new prefix.")
     return {job.name: int(seen) for job, seen in zip(jobs, first, strict=True)}
 
 
@@ -29,6 +37,8 @@ async def known_jobs(store: RedisStore) -> list[JobSpec]:
     items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
     jobs = []
     for name, value in items:
+        if not text(name):
+            continue  # the key format (see connection.py), not a job
         data = json.loads(text(value))
         jobs.append(JobSpec(text(name), str(data.get("kind", "")),
                             str(data.get("schedule", ""))))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...history import RunRecord
 from ...slots import ms_to_datetime
-from ..base import ClaimRequest, ClaimResult, Finish
+from ..base import EARLY_TOLERANCE_MS, ClaimRequest, ClaimResult, Finish
 from .schema import Tables
 
 
@@ -35,6 +35,8 @@ def claim(cur: sqlite3.Cursor, t: Tables, req: ClaimRequest, now: int) -> ClaimR
     ))
     if req.reason == "takeover":
         return _takeover(cur, t, req, row, now)
+    if req.slot - now > EARLY_TOLERANCE_MS:
+        return result("early")
     if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
         return result("late")
     if req.reason == "catch-up":
