@@ -22,6 +22,7 @@ from .history import RunReason
 from .jobs import Job, merge_data
 from .lease import Held, LeaseKeeper
 from .leasethread import LeaseThread
+from .outcomes import call_bound, record_outcome
 from .runner import Outcome, run_handler
 from .slots import ms_to_datetime
 from .stall import LoopWatchdog
@@ -122,7 +123,10 @@ class Attempts:
         finish = build_finish(job.name, run.slot, host.instance_id, run.attempt, status,
                               describe(outcome.error), history_size=job.history_size,
                               history_ttl=job.history_ttl, retain_runs_ms=job.retain_runs_ms)
-        recorded = await self._store(job, host._calls.finish(finish))
+        recorded = await record_outcome(
+            host.backend, host._calls.finish, finish, call_bound(host.options.lease),
+            on_error=lambda exc: host._emit("error", job.name, run.slot, error=exc),
+            closed=lambda: host._closed)
         if recorded is False:
             signal.abort("lost")
             host._emit("lost", job.name, run.slot, run.attempt, "lost")
