@@ -41,10 +41,11 @@ def test_a_finish_during_an_outage_is_recorded_when_the_store_returns(
         assert release.wait(DEADLINE), "the test never released the handler"
 
     async def main() -> list[anarchon.RunRecord]:
+        when = time.time() + 0.5
         schedulers = [anarchon.AsyncScheduler(anarchon.from_url(server.url), lease=LEASE,
                                               heartbeat=HEARTBEAT) for _ in range(2)]
         for scheduler in schedulers:
-            scheduler.at("work", time.time() + 0.5, work, max_late=60)
+            scheduler.at("work", when, work, max_late=60)
             scheduler.on("start", starts.append)
             await scheduler.start()
         try:
