@@ -127,6 +127,8 @@ class Attempts:
             host.backend, host._calls.finish, finish, call_bound(host.options.lease),
             on_error=lambda exc: host._emit("error", job.name, run.slot, error=exc),
             closed=lambda: host._closed)
+        if recorded is not None:
+            host.outage.answered()
         if recorded is False:
             signal.abort("lost")
             host._emit("lost", job.name, run.slot, run.attempt, "lost")

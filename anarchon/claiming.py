@@ -107,6 +107,7 @@ class Claims:
         """Act on the store's answer (given at ``store_ms``, if known) to a claim: run
         it, back it up, or skip it (counting a slot given up as late or overlapping)."""
         slot, reason = request.slot, request.reason
+        self.host.outage.answered()
         if outcome == "won":
             self.host._attempts.execute(job, slot, attempt, reason, sent_at)
         elif outcome == "early":

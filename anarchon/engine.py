@@ -33,6 +33,7 @@ from .finishing import build_finish, describe, status_of
 from .history import JobInfo, RunRecord
 from .jobs import Job
 from .lease import LeaseKeeper
+from .outage import OutageLog
 from .planning import Alarm, Due, Plan
 from .reaching import StoreWait, serve
 from .registering import JobRegistry
@@ -107,6 +108,7 @@ class AsyncScheduler(JobRegistry):
         self.instance_id = instance_id or default_instance_id()
         self.clock = clock or SYSTEM_CLOCK
         self._listeners = Listeners()
+        self.outage = OutageLog()  # what the log says of store errors (not the listeners)
         self._keeper: LeaseKeeper | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         # every job's next slot; one task (the planner) sleeps until the earliest is due
@@ -141,6 +143,8 @@ class AsyncScheduler(JobRegistry):
     def _emit(self, type_: EventType, name: str | None, slot: int | None = None,
               attempt: int | None = None, reason: str | None = None,
               error: BaseException | None = None) -> None:
+        if type_ == "error":
+            self.outage.failed(name, error)
         if self._listeners.wants(type_):  # most events have no listener: build nothing
             self._listeners.emit(Event(type_, name, slot, attempt, reason, self.instance_id,
                                        error))

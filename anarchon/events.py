@@ -48,14 +48,12 @@ class Listeners:
         self._by_type.setdefault(event, []).append(listener)
 
     def wants(self, event: str) -> bool:
-        """Whether emitting ``event`` does anything (an error is logged even unheard)."""
-        return event == "error" or event in self._by_type
+        """Whether emitting ``event`` does anything (what is logged about store errors
+        is :class:`anarchon.outage.OutageLog`'s business, not the listeners')."""
+        return event in self._by_type
 
     def emit(self, event: Event) -> None:
-        listeners = self._by_type.get(event.type, [])
-        if event.type == "error" and not listeners:
-            logger.error("store error (job %s): %s", event.name, event.error)
-        for listener in list(listeners):
+        for listener in list(self._by_type.get(event.type, [])):
             try:
                 listener(event)
             except Exception:

@@ -77,7 +77,6 @@ def test_past_at_logs_one_warning_naming_job_and_time(tmp_path: Path,
     assert len(said) == 1 and "2020-01-02" in said[0], said
 
 
-@gap("an 'error' listener silences the anarchon logger for store errors")
 def test_an_error_listener_does_not_silence_the_log(tmp_path: Path,
                                                     caplog: pytest.LogCaptureFixture) -> None:
     url = _sqlite(tmp_path, busy_timeout="0.2s")

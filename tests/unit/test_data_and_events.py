@@ -135,15 +135,8 @@ def test_a_raising_listener_is_logged_and_does_not_propagate(
     assert "listener exploded" in caplog.text
 
 
-def test_error_events_without_listener_are_logged(caplog: pytest.LogCaptureFixture) -> None:
-    listeners = Listeners()
-    with caplog.at_level(logging.ERROR, logger="anarchon"):
-        listeners.emit(_event("error", error=ConnectionError("store down")))
-    assert [r.name for r in caplog.records] == ["anarchon"]
-    assert "store down" in caplog.text
-
-
-def test_error_events_with_a_listener_are_not_logged(caplog: pytest.LogCaptureFixture) -> None:
+def test_listeners_never_log_error_events(caplog: pytest.LogCaptureFixture) -> None:
+    """What is logged of store errors is OutageLog's (tests/unit/test_outage_log.py)."""
     listeners = Listeners()
     got: list[Event] = []
     listeners.add("error", got.append)

@@ -1,0 +1,82 @@
+"""Store errors in the log: one WARNING when an outage starts, one INFO when it ends,
+however many calls fail, and the same whether or not an ``error`` listener is registered.
+
+Unit level on :class:`anarchon.outage.OutageLog`, then a real scheduler on a real SQLite
+file whose write lock another connection holds past ``busy_timeout``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from anarchon import Event, RunContext, Scheduler, from_url
+from anarchon.outage import OutageLog
+from tests.faults.servers import SqliteLock
+
+
+def _ours(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "anarchon" and r.levelno == level]
+
+
+def test_one_warning_at_the_start_and_one_info_at_the_end(
+        caplog: pytest.LogCaptureFixture) -> None:
+    log = OutageLog()
+    with caplog.at_level(logging.INFO, logger="anarchon"):
+        log.answered()  # no outage: nothing to say
+        for n in range(50):
+            log.failed("job", ConnectionError(f"refused {n}"))
+        log.answered()
+        log.answered()
+    assert _ours(caplog, logging.WARNING) == [
+        "store not answering (job job): refused 0; retrying, and saying so once it answers"]
+    [info] = _ours(caplog, logging.INFO)
+    assert "answering again" in info and "50 failed call(s)" in info
+    assert _ours(caplog, logging.ERROR) == []
+
+
+@pytest.mark.parametrize("listening", [False, True], ids=["no-listener", "listener"])
+def test_a_locked_store_logs_once_either_way(tmp_path: Path, listening: bool,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    url = f"sqlite:///{tmp_path / 'jobs.db'}?table=runs&busy_timeout=0.2s"
+    scheduler = Scheduler(from_url(url), lease=2, heartbeat=0.3)
+    ran = threading.Event()
+    after: list[float] = []
+
+    def handler(ctx: RunContext) -> None:
+        after.append(time.time())
+        ran.set()
+
+    for name in ("a", "b", "c"):
+        scheduler.every(name, "0.5s", handler, jitter=0)
+    errors: list[Event] = []
+    if listening:
+        scheduler.on("error", errors.append)
+    lock = SqliteLock(url)
+    with caplog.at_level(logging.INFO, logger="anarchon"):
+        scheduler.start()
+        try:
+            assert ran.wait(5), "no run before the lock"
+            lock.down()
+            time.sleep(2.0)  # the fault: claims of three jobs fail for 2 s
+            lock.up()
+            back = time.time()
+            deadline = time.monotonic() + 10
+            while not [t for t in after if t > back + 0.2]:
+                assert time.monotonic() < deadline, "no run after the lock was released"
+                time.sleep(0.05)
+        finally:
+            lock.close()
+            scheduler.stop(1)
+    warnings = [m for m in _ours(caplog, logging.WARNING) if "not answering" in m]
+    infos = [m for m in _ours(caplog, logging.INFO) if "answering again" in m]
+    assert len(warnings) == 1 and "locked" in warnings[0], warnings
+    assert len(infos) == 1, infos
+    assert not [m for m in _ours(caplog, logging.ERROR) if "store" in m]
+    if listening:
+        assert len(errors) > 1  # the listener heard every failed call
