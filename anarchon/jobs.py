@@ -35,6 +35,12 @@ _JOB_DEFAULTS: dict[str, Any] = {
     "data": None,
 }
 JOB_OPTIONS = frozenset(_JOB_DEFAULTS)
+#: the upper bounds checked at registration (docs/options.md), so that the store never
+#: refuses a value the engine accepted: counts, and every duration (10 years)
+MAX_ATTEMPTS = 1000
+MAX_HISTORY_SIZE = 100_000
+MAX_DURATION = 10 * 365 * 86_400.0
+_COUNT_BOUNDS = {"max_attempts": MAX_ATTEMPTS, "history_size": MAX_HISTORY_SIZE}
 SCHEDULER_OPTIONS = JOB_OPTIONS | {"lease", "heartbeat"}
 
 
@@ -55,8 +61,9 @@ class SchedulerOptions:
         if unknown:
             raise TypeError(f"unknown scheduler option(s) {sorted(unknown)}; "
                             f"known options: {sorted(SCHEDULER_OPTIONS)}")
-        lease = _positive(options.get("lease", 30.0), "lease", None)
-        heartbeat = _positive(options.get("heartbeat", 5.0), "heartbeat", None)
+        lease = _bounded(_positive(options.get("lease", 30.0), "lease", None), "lease")
+        heartbeat = _bounded(_positive(options.get("heartbeat", 5.0), "heartbeat", None),
+                             "heartbeat")
         check_heartbeat(heartbeat, lease, hint=True)
         defaults = dict(_JOB_DEFAULTS)
         job_level = {k: v for k, v in options.items() if k in JOB_OPTIONS}
@@ -165,7 +172,8 @@ def build_schedule(kind: str, name: str, when: Any, options: Mapping[str, Any]) 
         )):
             raise TypeError(f"job {name!r}: interval must be a duration (seconds, timedelta "
                             f"or '10s'), got {type(when).__name__}: {when!r}")
-        seconds = parse_duration(when, option=f"job {name!r}: interval")
+        seconds = _bounded(parse_duration(when, option=f"job {name!r}: interval"),
+                           f"job {name!r}: interval")
         if to_ms(seconds) <= 0:
             raise ValueError(f"job {name!r}: interval must be positive, got {when!r}")
         return EverySchedule(to_ms(seconds), to_ms(options["offset"]))
@@ -264,9 +272,10 @@ def _convert(options: Mapping[str, Any], *, job: str | None, kind: str | None) -
     out: dict[str, Any] = {}
     for key, value in options.items():
         if key in ("jitter", "max_late", "catch_up", "offset"):
-            out[key] = parse_duration(value, option=f"{where}{key}")
+            out[key] = _bounded(parse_duration(value, option=f"{where}{key}"), f"{where}{key}")
         elif key in ("timeout", "history_ttl"):
-            out[key] = None if value is None else _positive(value, key, job)
+            out[key] = None if value is None else _bounded(_positive(value, key, job),
+                                                           f"{where}{key}")
         elif key == "overlap":
             if value not in ("skip", "allow"):
                 raise ValueError(f"{where}overlap must be 'skip' or 'allow', got {value!r}")
@@ -277,6 +286,9 @@ def _convert(options: Mapping[str, Any], *, job: str | None, kind: str | None) -
                                 f"{value!r}")
             if value < 1:
                 raise ValueError(f"{where}{key} must be at least 1, got {value!r}")
+            if value > _COUNT_BOUNDS[key]:
+                raise ValueError(f"{where}{key} must be at most {_COUNT_BOUNDS[key]}, got "
+                                 f"{value!r}")
             out[key] = value
         elif key == "timezone":
             out[key] = load_timezone(value, job=job).key
@@ -287,6 +299,13 @@ def _convert(options: Mapping[str, Any], *, job: str | None, kind: str | None) -
 
 def _noop(ctx: Any) -> None:
     return None
+
+
+def _bounded(seconds: float, what: str) -> float:
+    if seconds > MAX_DURATION:
+        raise ValueError(f"{what} must be at most 10 years ({MAX_DURATION:.0f}s), got "
+                         f"{seconds:g}s")
+    return seconds
 
 
 def _positive(value: Any, option: str, job: str | None) -> float:

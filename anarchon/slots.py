@@ -186,6 +186,10 @@ class AtSchedule(Schedule):
         return f"at {ms_to_datetime(self.slot_ms).isoformat()}"
 
 
+#: the last millisecond an ``at()`` job may run at: 9999-12-31T23:59:59.999Z
+AT_MAX_MS = 253_402_300_799_999
+
+
 def parse_at(when: object, *, job: str | None = None) -> int:
     """An aware ``datetime``, epoch seconds or an ISO-8601 string with offset -> epoch ms."""
     where = f"job {job!r}: " if job else ""
@@ -194,6 +198,9 @@ def parse_at(when: object, *, job: str | None = None) -> int:
     if isinstance(when, (int, float)):
         if not math.isfinite(when):
             raise ValueError(f"{where}at() needs a finite epoch time, got {when!r}")
+        if not 0 <= when * 1000 <= AT_MAX_MS:
+            raise ValueError(f"{where}at() needs a time in the years 1970 to 9999, got "
+                             f"{when!r}")
         return round(when * 1000)
     if isinstance(when, str):
         text = when.strip()
@@ -207,7 +214,11 @@ def parse_at(when: object, *, job: str | None = None) -> int:
         if when.tzinfo is None or when.utcoffset() is None:
             raise ValueError(f"{where}at() needs an aware datetime (with a timezone or "
                              f"offset, e.g. '2026-12-24T18:00:00Z'), got naive {when!r}")
-        return datetime_to_ms(when)
+        ms = datetime_to_ms(when)
+        if not 0 <= ms <= AT_MAX_MS:
+            raise ValueError(f"{where}at() needs a time in the years 1970 to 9999, got "
+                             f"{when.isoformat()}")
+        return ms
     raise TypeError(f"{where}at() takes an aware datetime, epoch seconds or an ISO-8601 "
                     f"string, got {type(when).__name__}: {when!r}")
 
