@@ -31,7 +31,7 @@ from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
 from .finishing import build_finish, describe, status_of
 from .history import JobInfo, RunRecord
-from .jobs import Job
+from .jobs import Job, warn_if_past
 from .lease import LeaseKeeper
 from .outage import OutageLog
 from .planning import Alarm, Due, Plan
@@ -191,6 +191,7 @@ class AsyncScheduler(JobRegistry):
         if self._keeper is not None:
             await self._claiming.catch_up(split_ms)
         for job in list(self._jobs.values()):
+            warn_if_past(job, split_ms, self._keeper is not None)
             self._schedule(job, after_ms=split_ms)
         self._planner = self._spawn(self._plan_loop())
         if self.backend.supports_triggers and self._jobs:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .backends.base import LEASE_ONLY_OPTIONS as LEASE_ONLY_OPTIONS
 from .durations import parse_duration, to_ms
-from .slots import AtSchedule, CronSchedule, EverySchedule, Schedule, load_timezone, parse_at
+from .slots import (
+    AtSchedule,
+    CronSchedule,
+    EverySchedule,
+    Schedule,
+    load_timezone,
+    ms_to_datetime,
+    parse_at,
+)
 
 Handler = Callable[..., Any]
 NO_DATA: Any = object()  # a level that gave no ``data``
@@ -17,6 +26,8 @@ Overlap = Literal["skip", "allow"]
 
 if TYPE_CHECKING:
     from .backends.base import Backend
+
+logger = logging.getLogger("anarchon")
 
 #: the options of each schedule kind beyond the common ones (``at`` takes no ``overlap``)
 KIND_ONLY_OPTIONS: dict[str, str] = {"offset": "every", "timezone": "cron"}
@@ -112,6 +123,18 @@ def retention_ms(max_late: float, catch_up: float, jitter: float) -> int:
 #: the retention of a job with default options (used where the job is unknown: trackers)
 DEFAULT_RETAIN_RUNS_MS = retention_ms(_JOB_DEFAULTS["max_late"], _JOB_DEFAULTS["catch_up"],
                                       _JOB_DEFAULTS["jitter"])
+
+
+def warn_if_past(job: Job, now_ms: int, catches_up: bool) -> None:
+    """Log one WARNING at start for an ``at()`` job whose time has passed and that
+    catch-up cannot run (outside ``catch_up``, or no lease backend): it never runs here."""
+    if not isinstance(job.schedule, AtSchedule) or job.schedule.slot_ms > now_ms:
+        return
+    slot = job.schedule.slot_ms
+    if catches_up and slot > now_ms - to_ms(job.catch_up):
+        return  # catch-up decides (it runs once if the store knew the job before)
+    logger.warning("job %r: its at() time %s is in the past (outside catch_up); it does "
+                   "not run", job.name, ms_to_datetime(slot).isoformat())
 
 
 def check_heartbeat(heartbeat: float, lease: float, *, hint: bool = False) -> None:

@@ -59,7 +59,6 @@ def test_out_of_range_values_are_refused_at_registration(
     assert not missing, f"{caught.value!r} does not name {missing}"
 
 
-@gap("an at() in the past registers silently")
 def test_past_at_logs_one_warning_naming_job_and_time(tmp_path: Path,
                                                       caplog: pytest.LogCaptureFixture
                                                       ) -> None:
