@@ -5,10 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import random
-import socket
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +18,7 @@ from .backends.base import (
     RunState,
     Wakeup,
 )
-from .batching import StoreCalls, on_grid
+from .batching import StoreCalls
 from .claiming import Claims
 from .clock import SYSTEM_CLOCK, Clock
 from .context import AbortSignal
@@ -31,10 +27,11 @@ from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
 from .finishing import build_finish, describe, status_of
 from .history import JobInfo, RunRecord
-from .jobs import Job, warn_if_past
+from .jobs import Job, resolve_instance_id, warn_if_past
 from .lease import LeaseKeeper
 from .outage import OutageLog
-from .planning import Alarm, Due, Plan
+from .planning import Alarm, Due, Plan, claim_delay_ms
+from .planning import jitter_cap_ms as jitter_cap_ms
 from .reaching import StoreWait, serve
 from .registering import JobRegistry
 from .slots import ms_to_datetime
@@ -53,31 +50,6 @@ CLAIM_GRID_MS = 20.0
 BATCH_WINDOW_S = 0.0
 #: longest sleep of the planner: a wall-clock step (NTP) is noticed within this (seconds)
 MAX_NAP = 30.0
-
-
-def jitter_cap_ms(jitter: float, slot: int, following: int | None) -> float:
-    """The most a claim of ``slot`` may wait: ``jitter``, but under half the gap to the
-    next slot. A wait past the next slot would let that slot be claimed first, and with
-    ``overlap="skip"`` one of the two would never run (an ``every 1s`` job with the
-    default 2 s jitter lost slots that way)."""
-    cap = jitter * 1000
-    if following is not None:
-        cap = min(cap, (following - slot) / 2)
-    return cap
-
-
-def claim_delay_ms(job: Job, slot: int, following: int | None, grid_ms: float) -> float:
-    """How long after ``slot`` its claim is sent: a random draw up to the job's jitter
-    (capped by :func:`jitter_cap_ms`), rounded up to ``grid_ms`` when claims are batched
-    (never beyond the cap) so that jobs due within one grid step are claimed together."""
-    cap_ms = jitter_cap_ms(job.jitter, slot, following)
-    delay_ms = random.uniform(0, cap_ms / 1000) * 1000
-    return on_grid(delay_ms, grid_ms, cap_ms) if grid_ms > 0 else delay_ms
-
-
-def default_instance_id() -> str:
-    """``host:pid:random``: unique per process."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class AsyncScheduler(JobRegistry):
@@ -101,11 +73,7 @@ class AsyncScheduler(JobRegistry):
         if not isinstance(backend, Backend):
             raise TypeError(f"backend must be an anarchon Backend, got {backend!r}")
         super().__init__(backend, options)
-        if instance_id is not None and not isinstance(instance_id, str):
-            raise TypeError(f"instance_id must be a str, got {type(instance_id).__name__}")
-        if instance_id == "":
-            raise ValueError("instance_id must not be empty")
-        self.instance_id = instance_id or default_instance_id()
+        self.instance_id = resolve_instance_id(instance_id)
         self.clock = clock or SYSTEM_CLOCK
         self._listeners = Listeners()
         self.outage = OutageLog()  # what the log says of store errors (not the listeners)
@@ -477,4 +445,4 @@ def _log_crash(task: asyncio.Task[Any]) -> None:
         logger.error("anarchon internal task failed", exc_info=task.exception())
 
 
-__all__ = ["AsyncScheduler", "default_instance_id"]
+__all__ = ["AsyncScheduler"]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -337,3 +340,15 @@ def _positive(value: Any, option: str, job: str | None) -> float:
     if seconds <= 0:
         raise ValueError(f"{where}{option} must be positive, got {value!r}")
     return seconds
+
+
+def resolve_instance_id(instance_id: object) -> str:
+    """The instance id a scheduler records with each attempt: the one given (a non-empty
+    ``str``) or ``host:pid:random``, unique per process."""
+    if instance_id is None:
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    if not isinstance(instance_id, str):
+        raise TypeError(f"instance_id must be a str, got {type(instance_id).__name__}")
+    if instance_id == "":
+        raise ValueError("instance_id must not be empty")
+    return instance_id

@@ -11,9 +11,12 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import random
 from dataclasses import dataclass
 
+from .batching import on_grid
 from .clock import Clock, SystemClock
+from .jobs import Job
 
 
 @dataclass(frozen=True)
@@ -126,3 +129,23 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 
 __all__ = ["Alarm", "Due", "Plan"]
+
+
+def jitter_cap_ms(jitter: float, slot: int, following: int | None) -> float:
+    """The most a claim of ``slot`` may wait: ``jitter``, but under half the gap to the
+    next slot. A wait past the next slot would let that slot be claimed first, and with
+    ``overlap="skip"`` one of the two would never run (an ``every 1s`` job with the
+    default 2 s jitter lost slots that way)."""
+    cap = jitter * 1000
+    if following is not None:
+        cap = min(cap, (following - slot) / 2)
+    return cap
+
+
+def claim_delay_ms(job: Job, slot: int, following: int | None, grid_ms: float) -> float:
+    """How long after ``slot`` its claim is sent: a random draw up to the job's jitter
+    (capped by :func:`jitter_cap_ms`), rounded up to ``grid_ms`` when claims are batched
+    (never beyond the cap) so that jobs due within one grid step are claimed together."""
+    cap_ms = jitter_cap_ms(job.jitter, slot, following)
+    delay_ms = random.uniform(0, cap_ms / 1000) * 1000
+    return on_grid(delay_ms, grid_ms, cap_ms) if grid_ms > 0 else delay_ms

@@ -11,7 +11,7 @@ JSON line with wall-clock ``t``. Runs until SIGTERM/SIGINT, as ``Scheduler.run()
 
 The worker records, for each slot, the claim delay the engine chose (its jitter draw,
 rounded up to the claim grid when claims are batched) and the raw draw, by wrapping
-``anarchon.engine.claim_delay_ms`` and the engine's ``random`` reference in this
+``anarchon.planning.claim_delay_ms`` (as the engine calls it) and its ``random`` in this
 process; the handler looks its slot up. Entries of slots another instance won are
 pruned as time passes.
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import anarchon.engine
+import anarchon.planning
 from anarchon import AsyncScheduler, RunContext, Scheduler, from_url
 
 from .common import usage
@@ -84,8 +85,10 @@ async def _sleep_until(wall: float) -> None:
 
 
 async def load(config: dict[str, Any]) -> None:
-    setattr(anarchon.engine, "random", _RecordingRandom())  # noqa: B010 - no such attribute to mypy
-    anarchon.engine.claim_delay_ms = _recording_delay(anarchon.engine.claim_delay_ms)
+    # the draw is made in anarchon.planning; the engine calls its own imported name
+    setattr(anarchon.planning, "random", _RecordingRandom())  # noqa: B010 - no such attribute to mypy
+    setattr(anarchon.engine, "claim_delay_ms",  # noqa: B010 - not exported to mypy
+            _recording_delay(anarchon.planning.claim_delay_ms))
     counted = counted_backend(config["store"], config["url"])
     scheduler = AsyncScheduler(counted.backend, instance_id=config["instance"],
                                **config.get("options", {}))
