@@ -1,10 +1,10 @@
 """The life of one attempt on this instance: execute, perform, finish, detach, hand over,
 lose.
 
-:class:`Attempts` is the one owner of run state: its table ``runs`` holds every run
-executing here, leased or not. The lease keeper (:class:`anarchon.lease.LeaseKeeper`)
+``Attempts`` is the one owner of run state: its table ``runs`` holds every run
+executing here, leased or not. The lease keeper (``LeaseKeeper``)
 renews the entries of that same table that are still ``renewing``; it keeps no table of
-its own. The engine claims slots and hands each won attempt to :meth:`Attempts.execute`.
+its own. The engine claims slots and hands each won attempt to ``Attempts.execute()``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Attempts:
         self._async_started: dict[str, float] = {}  # async job -> when it last started
 
     def keep_leases(self, backend: LeaseBackend) -> LeaseKeeper:
-        """Create the lease keeper that renews the leases of :attr:`runs`."""
+        """Create the lease keeper that renews the leases of ``runs``."""
         host = self.host
         clone = backend.lease_clone()
         self.keeper = LeaseKeeper(
@@ -191,7 +191,7 @@ class Attempts:
             self.host._emit("lost", run.name, run.slot, run.attempt, "lost")
 
     def lease_remaining(self, name: str, slot: int, attempt: int | None) -> float | None:
-        """See :meth:`anarchon.engine.AsyncScheduler.lease_remaining`."""
+        """See ``anarchon.engine.AsyncScheduler.lease_remaining()``."""
         keeper = self.keeper
         if keeper is None:
             return None

@@ -4,7 +4,7 @@ When the store or this instance cannot keep up, claims reach the store after
 ``slot + max_late`` and the store refuses them as ``late``. That must never pass
 silently: every such slot is counted per job (``jobs()`` shows it as
 ``JobInfo.skipped["late"]``, next to the ``skip`` event each one emits), and a WARNING,
-at most one per :data:`WARN_EVERY` seconds, says how far behind the claims are and how
+at most one per ``WARN_EVERY`` seconds, says how far behind the claims are and how
 many slots were given up since the last warning.
 """
 

@@ -194,8 +194,9 @@ __all__ = ["DEFAULT_MAX_SIZE", "Batcher", "chunks", "on_grid", "settle"]
 class StoreCalls:
     """The claim and finish calls of one backend: batched or not is decided here, once.
 
-    A backend that sets :attr:`~anarchon.backends.base.Backend.supports_claim_batches`
-    gets its claims and finishes through :class:`Batcher` s (one store call for the items
+    A backend that sets
+    [`supports_claim_batches`][anarchon.backends.base.Backend.supports_claim_batches]
+    gets its claims and finishes through ``Batcher`` s (one store call for the items
     due together) and its jobs' jitter on the claim grid; any other backend gets one call
     per item and no grid.
     """

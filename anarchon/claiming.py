@@ -4,7 +4,7 @@ Scheduled claims come from the engine's planner (one batched call for the slots 
 together where the backend allows it); catch-up claims come at start, takeover claims
 when a watched run's lease expired or its owner handed it over. A claim whose answer
 was lost is confirmed before anything runs. A won claim goes to
-:meth:`anarchon.attempts.Attempts.execute`.
+``anarchon.attempts.Attempts.execute()``.
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class Claims:
 
     async def claim_together(self, claims: list[tuple[Job, int]]) -> None:
         """Claim slots that fell due together in as few store calls as the backend
-        allows (:meth:`Backend.claim_many`), then act on each answer."""
+        allows ([`Backend.claim_many()`][anarchon.backends.base.Backend.claim_many]), then act on
+        each answer."""
         if not self.host.running:
             return
         requests = [self._request(job, slot, "scheduled") for job, slot in claims]

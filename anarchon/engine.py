@@ -391,7 +391,8 @@ class AsyncScheduler(JobRegistry):
         return await self.backend.request_trigger(name, payload)
 
     def _woken(self, wakeup: Wakeup) -> None:
-        """A message from the backend's wake-up channel (:meth:`Backend.watch`)."""
+        """A message from the backend's wake-up channel
+        ([`Backend.watch()`][anarchon.backends.base.Backend.watch])."""
         if wakeup.kind == "released":
             # a backup of that run claims it now instead of at its next heartbeat (the
             # store still decides: the claim is fenced on the released attempt)

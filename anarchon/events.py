@@ -49,7 +49,7 @@ class Listeners:
 
     def wants(self, event: str) -> bool:
         """Whether emitting ``event`` does anything (what is logged about store errors
-        is :class:`anarchon.outage.OutageLog`'s business, not the listeners')."""
+        is ``OutageLog``'s business, not the listeners')."""
         return event in self._by_type
 
     def emit(self, event: Event) -> None:

@@ -1,7 +1,8 @@
-"""How a run's outcome is written: one :class:`Finish` builder for every writer.
+"""How a run's outcome is written: one [`Finish`][anarchon.backends.base.Finish] builder for every
+writer.
 
 The engine (scheduled, catch-up and takeover runs), ``run_now`` (manual runs) and the
-trackers of detached runs (:mod:`anarchon.tracking`) all describe errors, convert the
+trackers of detached runs (``anarchon.tracking``) all describe errors, convert the
 history bounds and pick the retention of finished run rows here, so the three agree.
 """
 
@@ -19,7 +20,7 @@ Status = Literal["success", "failure"]
 
 def describe(error: BaseException | None) -> str | None:
     """The error text recorded in history: the full traceback, bounded, ending with
-    ``Type: message`` (:func:`anarchon.tracebacks.describe`; ``None``: no error)."""
+    ``Type: message`` (``anarchon.tracebacks.describe()``; ``None``: no error)."""
     return tracebacks.describe(error)
 
 
@@ -38,7 +39,7 @@ def build_finish(name: str, slot: int, owner: str, attempt: int, status: RunStat
                  retain_runs_ms: int) -> Finish:
     """The fenced write that records attempt ``attempt`` of ``(name, slot)`` as ended.
 
-    ``retain_runs_ms`` comes from :func:`anarchon.jobs.retention_ms`, the one rule of
+    ``retain_runs_ms`` comes from ``anarchon.jobs.retention_ms()``, the one rule of
     how long a finished run row is kept.
     """
     return Finish(name, slot, owner, attempt, status,

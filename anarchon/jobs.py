@@ -70,7 +70,7 @@ class SchedulerOptions:
     @classmethod
     def build(cls, options: Mapping[str, Any]) -> SchedulerOptions:
         """Check and convert scheduler options (no backend: see
-        :func:`resolve_scheduler_options`)."""
+        ``resolve_scheduler_options()``)."""
         unknown = set(options) - SCHEDULER_OPTIONS
         if unknown:
             raise TypeError(f"unknown scheduler option(s) {sorted(unknown)}; "
@@ -151,7 +151,9 @@ def check_heartbeat(heartbeat: float, lease: float, *, hint: bool = False) -> No
 def resolve_scheduler_options(options: Mapping[str, Any],
                               backend: Backend | None = None) -> SchedulerOptions:
     """Check scheduler-wide ``options`` (and the defaults they set for every job) against
-    the options ``backend`` refuses (:meth:`Backend.refused_options`), then convert them.
+    the options ``backend`` refuses
+    ([`Backend.refused_options()`][anarchon.backends.base.Backend.refused_options]), then convert
+    them.
     """
     refused = backend.refused_options() if backend is not None else {}
     for option in options:
@@ -168,7 +170,8 @@ def resolve_job(kind: str, name: str, when: Any, options: Mapping[str, Any], *,
 
     Checks ``options`` for a ``kind`` job (which options apply to which kind, their
     types and values), the options ``backend`` refuses and its own limits
-    (:meth:`Backend.check_job`), and resolves them against ``scheduler``'s defaults.
+    ([`Backend.check_job()`][anarchon.backends.base.Backend.check_job]), and resolves them against
+    ``scheduler``'s defaults.
     Without a ``backend`` (checked before one is configured) every option a lease
     backend takes is accepted; without ``scheduler`` the built-in defaults apply.
     Raises ``TypeError``/``ValueError`` naming the job and what was wrong.
@@ -232,7 +235,7 @@ def build_job(
 ) -> Job:
     """Check ``options`` for a ``kind`` job and resolve them against scheduler defaults;
     ``refused`` maps the options the backend refuses to why. Layers call
-    :func:`resolve_job`, which also applies the backend's own checks.
+    ``resolve_job()``, which also applies the backend's own checks.
     (``supports_leases=False`` with ``backend_name``, the former way to refuse the
     lease-only options, is kept for this release.)"""
     refused = dict(refused or {})

@@ -45,7 +45,7 @@ class LeaseKeeper:
     ``on_expired(state)`` is called for a watched run whose lease expired.
 
     ``runs`` is the table of runs executing here, owned by
-    :class:`anarchon.attempts.Attempts`; the keeper renews its entries that are
+    ``Attempts``; the keeper renews its entries that are
     ``renewing`` and keeps no table of its own (default: a table of its own, for tests).
     """
 

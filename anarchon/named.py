@@ -1,7 +1,7 @@
 """The table of named schedulers: configured ones, and jobs waiting for their name.
 
-Kept apart from :mod:`anarchon.registry` (which configures and starts them) so that
-class-body marks (:mod:`anarchon.registering`) can find where a named scheduler's jobs
+Kept apart from ``anarchon.registry`` (which configures and starts them) so that
+class-body marks (``anarchon.registering``) can find where a named scheduler's jobs
 go without importing the registry's scheduler machinery.
 """
 

@@ -1,6 +1,6 @@
 """Durable outcomes: the finish of an attempt is written until the store answers it.
 
-A finish that hits a store outage (an error, or no answer within :func:`call_bound`) is
+A finish that hits a store outage (an error, or no answer within ``call_bound()``) is
 sent again with backoff, fenced on ``(owner, attempt)`` as every finish is, while the
 lease keeper keeps the run's lease alive (the run stays ``finishing`` in the run table).
 It ends when the store accepts it (True) or refuses it as stale (False), or when the
@@ -17,7 +17,7 @@ from .aio import within
 from .backends.base import Backend, Finish
 
 #: the longest one store call of a claim or a finish may take before it is given up
-#: (also capped by the lease: see :func:`call_bound`)
+#: (also capped by the lease: see ``call_bound()``)
 MAX_CALL_WAIT = 5.0
 #: first and longest pause between two writes of the same finish
 FIRST_RETRY, LONGEST_RETRY = 0.1, 2.0

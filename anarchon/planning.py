@@ -88,7 +88,7 @@ class Plan:
 
 
 class Alarm:
-    """The planner's sleep: for some seconds on the clock, or until :meth:`wake` (a job
+    """The planner's sleep: for some seconds on the clock, or until ``wake()`` (a job
     was planned earlier than the planner's wake-up)."""
 
     def __init__(self, clock: Clock) -> None:
@@ -144,7 +144,7 @@ def jitter_cap_ms(jitter: float, slot: int, following: int | None) -> float:
 
 def claim_delay_ms(job: Job, slot: int, following: int | None, grid_ms: float) -> float:
     """How long after ``slot`` its claim is sent: a random draw up to the job's jitter
-    (capped by :func:`jitter_cap_ms`), rounded up to ``grid_ms`` when claims are batched
+    (capped by ``jitter_cap_ms()``), rounded up to ``grid_ms`` when claims are batched
     (never beyond the cap) so that jobs due within one grid step are claimed together."""
     cap_ms = jitter_cap_ms(job.jitter, slot, following)
     delay_ms = random.uniform(0, cap_ms / 1000) * 1000

@@ -202,7 +202,7 @@ class JobRegistry:
 
     def schedule(self, name: str | None = None, schedule: Schedule | None = None,
                  handler: Handler | None = None, **options: Any) -> Any:
-        """Run on a custom :class:`anarchon.slots.Schedule` (pure and identical on every
+        """Run on a custom [`Schedule`][anarchon.slots.Schedule] (pure and identical on every
         instance, e.g. a framework's own calendar rules). Options follow its ``kind``."""
         if not isinstance(schedule, Schedule):
             raise TypeError(f"schedule({name!r}) needs an anarchon.slots.Schedule, "

@@ -1,7 +1,7 @@
 """Named schedulers and the module-level decorators ``anarchon.every/cron/at``.
 
 A name is usable before it is configured: jobs registered on it wait until
-``anarchon.configure(name, backend=...)`` creates its :class:`Scheduler`.
+``anarchon.configure(name, backend=...)`` creates its [`Scheduler`][anarchon.Scheduler].
 """
 
 from __future__ import annotations
@@ -91,14 +91,15 @@ def every(name: str | None, interval: Any, handler: Handler, *,
 
 def every(name: str | None = None, interval: Any = None, handler: Handler | None = None, *,
           scheduler: str | None = DEFAULT, **options: Any) -> Any:
-    """Module-level :meth:`Scheduler.every` on the named ``scheduler``.
+    """Module-level [`Scheduler.every()`][anarchon.Scheduler.every] on the named ``scheduler``.
 
     In a class body it marks the method: every instance registers the job when it is
     constructed (name ``ClassName-method`` unless given). ``scheduler=None`` only marks,
     for objects registered explicitly with ``scheduler.register(obj, prefix=...)``.
 
-    The job name comes first, as in :meth:`Scheduler.every`; the Dramatiq marks
-    (:func:`anarchon_dramatiq.every`) take the interval first and ``name=`` by keyword,
+    The job name comes first, as in [`Scheduler.every()`][anarchon.Scheduler.every]; the Dramatiq
+    marks
+    (``anarchon_dramatiq.every()``) take the interval first and ``name=`` by keyword,
     because there the decorated actor names the job.
     """
     return _decorate("every", name, interval, handler, scheduler, options)
@@ -116,7 +117,7 @@ def cron(name: str | None, expr: Any, handler: Handler, *,
 
 def cron(name: str | None = None, expr: Any = None, handler: Handler | None = None, *,
          scheduler: str | None = DEFAULT, **options: Any) -> Any:
-    """Module-level :meth:`Scheduler.cron` on the named ``scheduler``."""
+    """Module-level [`Scheduler.cron()`][anarchon.Scheduler.cron] on the named ``scheduler``."""
     return _decorate("cron", name, expr, handler, scheduler, options)
 
 
@@ -132,7 +133,7 @@ def at(name: str | None, when: Any, handler: Handler, *,
 
 def at(name: str | None = None, when: Any = None, handler: Handler | None = None, *,
        scheduler: str | None = DEFAULT, **options: Any) -> Any:
-    """Module-level :meth:`Scheduler.at` on the named ``scheduler``."""
+    """Module-level [`Scheduler.at()`][anarchon.Scheduler.at] on the named ``scheduler``."""
     return _decorate("at", name, when, handler, scheduler, options)
 
 

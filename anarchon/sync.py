@@ -107,7 +107,7 @@ class Scheduler:
 
     def add_job(self, kind: str, name: str, when: Any, handler: Handler,
                 options: dict[str, Any]) -> None:
-        """Check and add one job (see :meth:`JobRegistry.add_job`)."""
+        """Check and add one job (see ``JobRegistry.add_job()``)."""
         self.core.add_job(kind, name, when, handler, options)
 
     def remove(self, name: str) -> None:

@@ -1,10 +1,10 @@
 """How a failed attempt's exception is kept in history: its full traceback, bounded.
 
-History stores the text :func:`describe` makes: the exception's whole traceback (the
-chained ones included) as Python prints it, at most :data:`MAX_ERROR` characters. A
+History stores the text ``describe()`` makes: the exception's whole traceback (the
+chained ones included) as Python prints it, at most ``MAX_ERROR`` characters. A
 longer one keeps its *end* — the frames nearest the failure and the exception's own line
 — behind a marker line. The last line is always the one-line summary
-(``KeyError: 'missing-key'``), which :func:`summary` returns for tables.
+(``KeyError: 'missing-key'``), which ``summary()`` returns for tables.
 """
 
 from __future__ import annotations

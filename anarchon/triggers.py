@@ -1,6 +1,6 @@
 """Trigger requests for this instance's jobs: taken from the store and run here.
 
-:meth:`anarchon.engine.AsyncScheduler.trigger` stores a request from any process; the
+``anarchon.engine.AsyncScheduler.trigger()`` stores a request from any process; the
 instance with the job takes it (one of them: the store hands each request out once)
 when the backend's wake-up channel announces it, else at the next poll.
 """
@@ -21,7 +21,7 @@ SAFETY_POLL = 30.0
 
 
 class TriggerInbox:
-    """The trigger poll of one scheduler; :attr:`wake` makes it poll now."""
+    """The trigger poll of one scheduler; ``wake`` makes it poll now."""
 
     def __init__(self, host: AsyncScheduler) -> None:
         self.host = host
@@ -40,7 +40,7 @@ class TriggerInbox:
 
     async def run(self) -> None:
         """Take requests for our jobs and run them here: when woken, else every
-        :meth:`poll_interval`."""
+        ``poll_interval()``."""
         host = self.host
         while True:
             await wait_event(self.wake, self.poll_interval())

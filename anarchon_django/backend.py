@@ -1,7 +1,7 @@
 """Building the store from ``ANARCHON["BACKEND"]``, including the ``"django"`` backend.
 
 The ``"django"`` backend is a lease store written on the Django ORM
-(:mod:`anarchon_django.store`): ordinary models in the project's database, the one
+(``anarchon_django.store``): ordinary models in the project's database, the one
 ``OPTIONS["database"]`` names or ``DATABASE_ROUTERS`` choose.
 """
 
@@ -74,7 +74,7 @@ def trigger_ttl(config: AnarchonSettings) -> float:
 
 def django_backend(database: str | None = None, table: str | None = None,
                    trigger_ttl: Any = 60.0, **options: Any) -> Backend:
-    """The ORM store (:class:`~anarchon_django.store.backend.DjangoBackend`) in the
+    """The ORM store (``DjangoBackend``) in the
     project database ``database`` (default: the one ``DATABASE_ROUTERS`` pick).
 
     ``table`` only names the tables of the pre-0002 store that migration 0002 copies.

@@ -71,7 +71,7 @@ class AnarchonSettings:
     #: schedule Dramatiq actors marked with anarchon_dramatiq (None: if django_dramatiq is
     #: installed)
     dramatiq: bool | None = None
-    #: event type -> dotted paths of listeners (see :mod:`anarchon_django.signals`)
+    #: event type -> dotted paths of listeners (see ``anarchon_django.signals``)
     listeners: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def scheduler_arguments(self) -> dict[str, Any]:

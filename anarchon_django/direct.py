@@ -51,7 +51,7 @@ GONE_AFTER_MS = 24 * 3600 * 1000
 
 
 def gone(scheduler: Scheduler, store: Store, name: str) -> bool:
-    """Whether job ``name`` is gone (see :data:`GONE_AFTER_MS`)."""
+    """Whether job ``name`` is gone (see ``GONE_AFTER_MS``)."""
     if name in scheduler.job_names:
         return False
     seen = store.last_seen(name)

@@ -5,7 +5,7 @@
 * ``anarchon_django.run_job`` — request a manual run ("Run now").
 
 The ``"django"`` backend's store tables are the ordinary models of
-:mod:`anarchon_django.store.models`, imported here so Django registers them.
+``anarchon_django.store.models``, imported here so Django registers them.
 """
 
 from __future__ import annotations

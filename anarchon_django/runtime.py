@@ -271,7 +271,7 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
     this thread and transaction); ``data`` must be JSON and is stored until the run
     starts (no secrets). Unknown jobs raise ``LookupError``; on the ``"django"`` store a
     second request while one is pending or running, or a request for a gone job, raises
-    :class:`RunRefused`. Requests expire unclaimed after ``OPTIONS["trigger_ttl"]``.
+    ``RunRefused``. Requests expire unclaimed after ``OPTIONS["trigger_ttl"]``.
     """
     scheduler = scheduler or get_scheduler()
     names = job_names(scheduler)

@@ -2,8 +2,8 @@
 
 Signals (``from anarchon_django import signals``), sent with ``send_robust`` (a receiver
 that raises is logged, never breaks the scheduler) and the keyword arguments ``event``
-(:class:`anarchon.Event`), ``name``, ``slot``, ``attempt``, ``reason``, ``instance_id``
-and ``error`` (the exception or ``None``); the sender is the :class:`anarchon.Scheduler`:
+(``Event``), ``name``, ``slot``, ``attempt``, ``reason``, ``instance_id``
+and ``error`` (the exception or ``None``); the sender is the [`Scheduler`][anarchon.Scheduler]:
 
 * ``run_started``, ``run_succeeded``, ``run_failed``, ``run_interrupted``,
   ``run_skipped``, ``run_lost``.
@@ -12,7 +12,7 @@ Receivers run in one thread of the scheduler's own, in order, so the engine neve
 for them and they may use the ORM (that thread's connections are closed after each
 signal). ``ANARCHON["LISTENERS"]`` maps event types (``start``, ``success``,
 ``failure``, ``interrupted``, ``skip``, ``lost``, ``error``) to dotted paths of
-callables taking the :class:`anarchon.Event`; they run the same way.
+callables taking the ``Event``; they run the same way.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ class NightlyTests(TestCase):
         assert record.status == "success", record.error
 ```
 
-:func:`run_job` calls the declared handler in the calling thread (an ``async`` handler
+``run_job()`` calls the declared handler in the calling thread (an ``async`` handler
 through ``async_to_sync``), so the handler sees the test's uncommitted rows and its
 writes are rolled back with the test. With the ``"django"`` backend the attempt is
 recorded in the store's history (reason ``manual``, instance ``"test"``) through the same
@@ -41,7 +41,7 @@ def run_job(name: str, data: Any = None) -> RunRecord:
     """Run job ``name`` once, synchronously, here; return its record.
 
     Failures do not raise: the record has ``status="failure"`` and ``error``, the
-    traceback as history keeps it (:func:`anarchon.tracebacks.describe`; its last line
+    traceback as history keeps it (``anarchon.tracebacks.describe()``; its last line
     is the exception's). Unknown names raise ``LookupError``.
     """
     from . import direct, runtime
@@ -82,5 +82,5 @@ except ImportError:  # pragma: no cover - pytest is only needed for the fixture
 else:
     @pytest.fixture
     def anarchon_run_job(db: None) -> Callable[..., RunRecord]:
-        """:func:`run_job`, with database access for the test (pytest-django's ``db``)."""
+        """``run_job()``, with database access for the test (pytest-django's ``db``)."""
         return run_job

@@ -1,4 +1,4 @@
-"""Backends, and :func:`from_url` to build one from a URL.
+"""Backends, and [`from_url()`][anarchon.backends.from_url] to build one from a URL.
 
 Drivers are imported lazily: a missing extra fails only when its backend is used, with
 an ``ImportError`` that gives the ``pip install`` line.

@@ -3,15 +3,18 @@
 The engine decides *when* to ask; a backend decides *who wins*, atomically, with the
 store's own clock. There are two kinds:
 
-* :class:`LeaseBackend` (Redis/Valkey lease, PostgreSQL, SQLite): holds a lease per run,
+* [`LeaseBackend`][anarchon.backends.base.LeaseBackend] (Redis/Valkey lease, PostgreSQL, SQLite):
+  holds a lease per run,
   so a backup can take over an idle runner, overlapping runs can be refused, and crashed
   runs are retried.
-* :class:`ClaimBackend` (RabbitMQ, NATS, Redis comparison strategies): only picks one
+* [`ClaimBackend`][anarchon.backends.base.ClaimBackend] (RabbitMQ, NATS, Redis comparison
+  strategies): only picks one
   winner per slot and keeps history.
 
 Every method is a coroutine; a backend whose driver is blocking runs it in its own thread.
-Backends never do I/O in ``__init__``: :meth:`Backend.open` connects. Store errors are
-raised as :class:`anarchon.errors.StoreError` (or a subclass).
+Backends never do I/O in ``__init__``: [`Backend.open()`][anarchon.backends.base.Backend.open]
+connects. Store errors are
+raised as [`StoreError`][anarchon.errors.StoreError] (or a subclass).
 
 Fencing: every write made on behalf of a running attempt (renew, release, note, finish) is
 conditional on ``(owner, attempt)``; a stale runner's write must change nothing.
@@ -179,7 +182,8 @@ WakeupKind = Literal[
 
 @dataclass(frozen=True)
 class Wakeup:
-    """A notification from the store's channel (see :meth:`Backend.watch`)."""
+    """A notification from the store's channel (see
+    [`Backend.watch()`][anarchon.backends.base.Backend.watch])."""
 
     kind: WakeupKind
     name: str = ""
@@ -202,20 +206,22 @@ class Backend(ABC):
     supports_history_ttl: ClassVar[bool] = True
     #: whether ``trigger()`` requests can be stored
     supports_triggers: ClassVar[bool] = False
-    #: whether :meth:`claim_many` and :meth:`finish_many` cost one round trip per batch
+    #: whether ``claim_many()`` and ``finish_many()`` cost one round trip per batch
     #: (the engine then batches claims and finishes due together; otherwise it calls
-    #: :meth:`claim` and :meth:`finish` per run)
+    #: ``claim()`` and ``finish()`` per run)
     supports_claim_batches: ClassVar[bool] = False
-    #: whether :meth:`read_value` and :meth:`swap_value` are supported
+    #: whether ``read_value()`` and ``swap_value()`` are supported
     supports_values: ClassVar[bool] = False
 
     def refused_options(self) -> dict[str, str]:
         """The scheduler and job options this backend refuses, each with why (the end of
-        the error message). :func:`anarchon.jobs.resolve_job` and
-        :func:`anarchon.jobs.resolve_scheduler_options` check every option against this,
+        the error message). ``anarchon.jobs.resolve_job()`` and
+        ``anarchon.jobs.resolve_scheduler_options()`` check every option against this,
         for every layer (the core, Django, Celery, Dramatiq), as Dramatiq middleware
-        declares the actor options it takes. Derived from :attr:`supports_leases` and
-        :attr:`supports_history_ttl`; a backend refusing more extends it."""
+        declares the actor options it takes. Derived from
+        [`supports_leases`][anarchon.backends.base.Backend.supports_leases] and
+        [`supports_history_ttl`][anarchon.backends.base.Backend.supports_history_ttl]; a backend
+        refusing more extends it."""
         refused: dict[str, str] = {}
         if not self.supports_leases:
             refused.update({option: f"needs a lease backend; backend {self.name} only picks "
@@ -242,17 +248,23 @@ class Backend(ABC):
 
     @abstractmethod
     async def claim(self, request: ClaimRequest) -> ClaimResult:
-        """Try to win one attempt of a slot. See :class:`ClaimRequest` for the rules."""
+        """Try to win one attempt of a slot. See
+        [`ClaimRequest`][anarchon.backends.base.ClaimRequest] for the rules."""
 
     async def claim_many(self, requests: Sequence[ClaimRequest]
                          ) -> list[ClaimResult | Exception]:
         """Try to win several attempts at once; one answer per request, in order.
 
-        Each request is judged exactly as :meth:`claim` would judge it (the rules of
-        :class:`ClaimRequest`). An answer is the :class:`ClaimResult` or the exception
-        that claim raised (its outcome is then unknown: see :meth:`confirm`). A backend
-        that can do this in one round trip sets :attr:`supports_claim_batches` and judges
-        the requests in list order; this default makes one :meth:`claim` call per
+        Each request is judged exactly as [`claim()`][anarchon.backends.base.Backend.claim] would
+        judge it (the rules of
+        [`ClaimRequest`][anarchon.backends.base.ClaimRequest]). An answer is the
+        [`ClaimResult`][anarchon.backends.base.ClaimResult] or the exception
+        that claim raised (its outcome is then unknown: see
+        [`confirm()`][anarchon.backends.base.Backend.confirm]). A backend
+        that can do this in one round trip sets
+        [`supports_claim_batches`][anarchon.backends.base.Backend.supports_claim_batches] and judges
+        the requests in list order; this default makes one
+        [`claim()`][anarchon.backends.base.Backend.claim] call per
         request, concurrently (two requests for one run: either may be the winner).
         """
         answers = await asyncio.gather(*(self.claim(r) for r in requests),
@@ -262,8 +274,10 @@ class Backend(ABC):
     async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
         """Record several outcomes at once; one answer per finish, in order.
 
-        Each answer is what :meth:`finish` would return (False when stale) or the exception
-        it raised. This default makes one :meth:`finish` call per item, concurrently.
+        Each answer is what [`finish()`][anarchon.backends.base.Backend.finish] would return (False
+        when stale) or the exception
+        it raised. This default makes one [`finish()`][anarchon.backends.base.Backend.finish] call
+        per item, concurrently.
         """
         answers = await asyncio.gather(*(self.finish(f) for f in finishes),
                                        return_exceptions=True)
@@ -282,7 +296,8 @@ class Backend(ABC):
 
     @abstractmethod
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
-        """Record a manual run as running; returns a token for :meth:`finish_manual`."""
+        """Record a manual run as running; returns a token for
+        [`finish_manual()`][anarchon.backends.base.Backend.finish_manual]."""
 
     @abstractmethod
     async def finish_manual(self, token: str, status: RunStatus, error: str | None,
@@ -320,7 +335,8 @@ class Backend(ABC):
         """The small value any instance stored under ``(name, field)``, or ``None``.
 
         Shared values let instances agree on state that is not a slot: e.g. the last run
-        of a schedule that decides by itself when it is due (see :meth:`swap_value`).
+        of a schedule that decides by itself when it is due (see
+        [`swap_value()`][anarchon.backends.base.Backend.swap_value]).
         """
         raise NotImplementedError(f"backend {self.name} keeps no shared values")
 
@@ -338,7 +354,8 @@ class Backend(ABC):
 
         A backend with a notification channel (Redis/Valkey ``SUBSCRIBE``, PostgreSQL
         ``LISTEN``) calls ``notify(Wakeup("up"))`` once listening, then one
-        :class:`Wakeup` per :meth:`release` and :meth:`request_trigger` made by any
+        [`Wakeup`][anarchon.backends.base.Wakeup] per ``release()`` and
+        [`request_trigger()`][anarchon.backends.base.Backend.request_trigger] made by any
         instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
         reconnecting (it retries by itself). It never raises, except on cancellation;
         it closes what it opened when cancelled.
@@ -387,7 +404,8 @@ class LeaseBackend(Backend):
 
         The text is stored as the record's ``error`` (e.g. ``"retrying: ValueError: …"``
         while a task queue retries the run) and replaced by the attempt's outcome: a
-        finish writes its own error, so a success clears it. Fenced like :meth:`finish`:
+        finish writes its own error, so a success clears it. Fenced like
+        [`finish()`][anarchon.backends.base.LeaseBackend.finish]:
         True only if ``(owner, attempt)`` still holds the run and its attempt record is
         still running; otherwise nothing changes (a finished, handed-over or replaced
         attempt, another owner's attempt) and the answer is False.

@@ -2,9 +2,9 @@
 
 Two things every such store needs, whatever its SQL:
 
-* validation before any write (:func:`check_claims`, :func:`check_finishes`): a bad
+* validation before any write (``check_claims()``, ``check_finishes()``): a bad
   request anywhere in a batch refuses the whole batch, so nothing is half-written;
-* rounds (:func:`rounds`): one set-based statement judges each of its rows against the
+* rounds (``rounds()``): one set-based statement judges each of its rows against the
   same snapshot, so two requests for one job (the same run twice, two slots of one job)
   cannot go in one statement: the second must see what the first wrote. A batch is cut
   into rounds in which each job appears at most once; round ``k`` holds every job's

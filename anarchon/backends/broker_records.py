@@ -2,8 +2,8 @@
 
 A broker keeps history as an append-only log of small JSON messages per job: one when an
 attempt starts (``running``) and one when it ends, each complete on its own, so a log
-trimmed by count still yields whole records. :func:`merge` folds the log into
-:class:`~anarchon.history.RunRecord` values, newest first.
+trimmed by count still yields whole records. ``merge()`` folds the log into
+[`RunRecord`][anarchon.history.RunRecord] values, newest first.
 """
 
 from __future__ import annotations

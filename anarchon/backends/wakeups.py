@@ -1,4 +1,5 @@
-"""Shared parts of the backends' wake-up channels (see :meth:`Backend.watch`).
+"""Shared parts of the backends' wake-up channels (see
+[`Backend.watch()`][anarchon.backends.base.Backend.watch]).
 
 A message is a small JSON object: ``{"k": "released", "job": …, "slot": …, "attempt": …}``
 or ``{"k": "trigger", "job": …}``. Anything else on the channel is ignored, so a
@@ -33,7 +34,8 @@ def trigger_payload(name: str) -> str:
 
 
 def parse_payload(raw: str | bytes) -> Wakeup | None:
-    """The :class:`Wakeup` in a channel message, or None if it is not one of ours."""
+    """The [`Wakeup`][anarchon.backends.base.Wakeup] in a channel message, or None if it is not one
+    of ours."""
     try:
         data: Any = json.loads(raw)
         kind = data["k"]

@@ -1,6 +1,6 @@
 """The store of the ``"django"`` backend as ordinary models (``sqlmigrate`` shows the
 DDL), and the rows of the old 0001's tables copied into them
-(:mod:`anarchon_django.store.legacy`)."""
+(``anarchon_django.store.legacy``)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,16 @@
 """DjangoBackend: the ``"django"`` backend, a lease store on the project's own database.
 
-The store is four ordinary models (:mod:`anarchon_django.store.models`) created by this
+The store is four ordinary models (``anarchon_django.store.models``) created by this
 app's migrations, read and written through the ORM on the database alias that
 ``ANARCHON["OPTIONS"]["database"]`` names or, by default, that ``DATABASE_ROUTERS`` pick
-for writing :class:`~anarchon_django.store.models.StoreRun` (``"default"`` without
+for writing ``StoreRun`` (``"default"`` without
 routers). So it works on every database Django has a backend for and anarchon knows the
 clock of (SQLite, PostgreSQL, MySQL/MariaDB), with the project's credentials, TLS and
 connection options, and follows the project's routers.
 
 The ORM is synchronous and its connections are per thread: every operation runs in one
-thread of this backend's own (see :mod:`anarchon_django.store.worker` for why not
-``sync_to_async``), and :meth:`close` closes that thread's connection.
+thread of this backend's own (see ``anarchon_django.store.worker`` for why not
+``sync_to_async``), and ``close()`` closes that thread's connection.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class DjangoBackend(LeaseBackend):
     ``StoreRun``, i.e. ``"default"`` without routers). ``trigger_ttl``: a manual-run
     request no instance has taken within this long is dropped (``anarchon_django``
     default: ``max(lease, 1 min)``). The tables come from ``manage.py migrate``;
-    :meth:`open` checks they are there.
+    ``open()`` checks they are there.
     """
 
     name = "django"

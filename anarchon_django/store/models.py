@@ -1,7 +1,7 @@
 """The store of the ``"django"`` backend: five ordinary models in the project's database.
 
 Times are integers, epoch milliseconds of the *database's* clock (see
-:mod:`anarchon_django.store.clock`), exactly as the core's other stores keep them, so a
+``anarchon_django.store.clock``), exactly as the core's other stores keep them, so a
 slot compares with ``lease_until`` without time-zone or precision conversions on any
 database. ``sqlmigrate anarchon_django 0002`` shows the DDL.
 """

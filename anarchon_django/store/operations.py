@@ -1,6 +1,6 @@
 """The store's rules as synchronous ORM code, run in whichever thread owns the connection.
 
-:class:`Store` implements :class:`anarchon.backends.base.ClaimRequest`'s rules (the same
+``Store`` implements [`ClaimRequest`][anarchon.backends.base.ClaimRequest]'s rules (the same
 as the core's SQLite and PostgreSQL stores) with transactions, ``select_for_update``
 and a unique constraint on ``(job, slot)``; times come from the database's clock.
 
@@ -100,7 +100,8 @@ class Store:
                 ignore_conflicts=True)
 
     def claim(self, req: ClaimRequest) -> ClaimResult:
-        """Judge one claim by :class:`ClaimRequest`'s rules, in one transaction."""
+        """Judge one claim by [`ClaimRequest`][anarchon.backends.base.ClaimRequest]'s rules, in one
+        transaction."""
         with transaction.atomic(using=self.alias):
             job = self._lock_job(req.name)
             now = self.now()
@@ -295,7 +296,7 @@ class Store:
     def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
         """Take (delete) the pending requests for ``names``; one read when none.
 
-        Requests older than :attr:`trigger_ttl_ms` are deleted, not returned."""
+        Requests older than ``trigger_ttl_ms`` are deleted, not returned."""
         if not self._triggers().exists():
             return []
         with transaction.atomic(using=self.alias):
@@ -361,7 +362,7 @@ class Store:
 
 
 def record(row: StoreAttempt) -> RunRecord:
-    """A history row as the core's :class:`RunRecord`."""
+    """A history row as the core's [`RunRecord`][anarchon.history.RunRecord]."""
     finished = row.finished_at
     return RunRecord(
         name=row.job, slot=row.slot, scheduled_at=ms_to_datetime(row.slot),

@@ -10,13 +10,13 @@ operation in **one dedicated thread** (a one-worker executor) rather than throug
   a lease; ``thread_sensitive=False`` picks a pool thread per call, so connections would
   be opened in arbitrary threads and never closed.
 * One thread means one connection per backend, opened on first use and reused (no
-  reconnect per heartbeat), and a place to close it: :meth:`OrmThread.close` closes that
+  reconnect per heartbeat), and a place to close it: ``OrmThread.close()`` closes that
   thread's connections *in* that thread before the thread ends, so a test database can be
   dropped afterwards ("being accessed by other users" never happens because of us).
 * A connection that failed (server restart, "MySQL server has gone away") is closed after
   the error and reopened by the next call, as Django does between requests.
 
-Database errors leave as :class:`anarchon.errors.StoreError`.
+Database errors leave as [`StoreError`][anarchon.errors.StoreError].
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ first message per id seen within its ``duplicate_window``; every later publisher
 * A publish whose ack is lost (timeout, connection dropped) is retried once with the same
   id. A retry answered ``duplicate`` may be our own first publish: the stored message is
   read back and its owner header compared before deciding.
-* If the retry fails too, the claim raises :class:`~anarchon.errors.StoreError` (the
+* If the retry fails too, the claim raises [`StoreError`][anarchon.errors.StoreError] (the
   engine emits ``error``); the engine's ``confirm`` then reads the stored message back and
   runs the slot only if it carries this instance's owner — otherwise the slot is skipped.
 * The id is remembered only for ``duplicate_window``: jobs need

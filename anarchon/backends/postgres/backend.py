@@ -5,7 +5,7 @@ sent as one pipeline. The advisory lock serialises claims of one job, so the cla
 statement (which starts after the lock is granted and so reads a fresh READ COMMITTED
 snapshot) sees every earlier claim of that job: overlap checks across slots cannot race.
 Heartbeat, release, finish and history pruning are one autocommit statement each.
-Requires PostgreSQL 9.5+ (see :mod:`.queries`).
+Requires PostgreSQL 9.5+ (see ``.queries``).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class PostgresBackend(PostgresValues, LeaseBackend):
     """Leases, history and job records in PostgreSQL tables.
 
     ``connection`` is a libpq DSN or ``postgresql://`` URL (the backend then owns a
-    small ``AsyncConnectionPool`` and closes it in :meth:`close`), or a psycopg
+    small ``AsyncConnectionPool`` and closes it in ``close()``), or a psycopg
     ``Connection``/``AsyncConnection`` (must be in autocommit mode) or a psycopg_pool
     ``ConnectionPool``/``AsyncConnectionPool`` the application owns: those are never
     closed. ``table`` (``name`` or ``schema.name``) prefixes the four tables, so
@@ -385,7 +385,7 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         return await lone(self.finish_many, finish)
 
     async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
-        """Record every outcome (each as :meth:`finish` would, fenced per run) in one
+        """Record every outcome (each as ``finish()`` would, fenced per run) in one
         round trip and one transaction; every finish is checked before any write."""
         check_finishes(finishes)
         if not finishes:
@@ -426,7 +426,7 @@ class PostgresBackend(PostgresValues, LeaseBackend):
     # -- wake-ups ---------------------------------------------------------------
 
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
-        """``LISTEN`` on the table's channel (:attr:`channel`) on a dedicated connection and
+        """``LISTEN`` on the table's channel (``channel``) on a dedicated connection and
         deliver wake-ups (hand-overs and trigger requests, sent by ``pg_notify`` in the
         same statement) until cancelled; reconnects by itself.
 

@@ -2,7 +2,7 @@
 
 A batch (a lone claim is a batch of one) goes in one round trip: the advisory locks of
 all its jobs (one statement, in key order), then per round (see
-:mod:`anarchon.backends.batches`) one statement for the new slots and one for the
+``anarchon.backends.batches``) one statement for the new slots and one for the
 takeovers, each over arrays (``unnest``); finishes need no lock. Deadlocks and
 serialisation failures roll the whole transaction back and it is sent again.
 """

@@ -1,6 +1,6 @@
 """How the backend reaches PostgreSQL: its own pool, or the user's connection or pool.
 
-A :class:`Link` hands out :class:`Session` objects, each bound to one connection for the
+A ``Link`` hands out ``Session`` objects, each bound to one connection for the
 length of an ``async with``. Sync psycopg objects are driven from a worker thread, so the
 backend code above is the same for all four kinds of ``connection=``.
 
@@ -62,7 +62,7 @@ class Session(ABC):
 
     @abstractmethod
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """An explicit transaction around several :meth:`fetch` calls."""
+        """An explicit transaction around several ``fetch()`` calls."""
 
 
 class _AsyncSession(Session):
@@ -324,7 +324,7 @@ async def _autocommit_sync(conn: psycopg.Connection[Any]) -> AsyncIterator[None]
 
 
 def make_link(connection: object, pool_size: int) -> Link:
-    """The :class:`Link` for whatever was passed as ``connection=``."""
+    """The ``Link`` for whatever was passed as ``connection=``."""
     if isinstance(connection, str):
         return AsyncPoolLink(conninfo=connection, pool_size=pool_size)
     if isinstance(connection, (psycopg.AsyncConnection, psycopg.Connection)):

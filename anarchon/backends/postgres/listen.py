@@ -1,7 +1,7 @@
 """PostgreSQL wake-ups: ``LISTEN`` on the table's channel on a dedicated connection.
 
 Hand-overs and trigger requests are announced by ``pg_notify`` in the statement that
-writes them (see :mod:`.queries`); :func:`notifications` yields their payloads.
+writes them (see ``.queries``); ``notifications()`` yields their payloads.
 """
 
 from __future__ import annotations

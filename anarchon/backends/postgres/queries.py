@@ -1,7 +1,7 @@
 """The SQL of the PostgreSQL backend, as templates over the backend's table names.
 
 Every statement uses the database clock. Times are stored as ``bigint`` epoch
-milliseconds. Identifiers reach SQL only through :class:`psycopg.sql.Identifier`; values
+milliseconds. Identifiers reach SQL only through ``psycopg.sql.Identifier``; values
 only as parameters. The syntax floor is PostgreSQL 9.5 (``ON CONFLICT``, ``CREATE INDEX
 IF NOT EXISTS``, multi-argument ``unnest``); data-modifying CTEs need 9.1.
 

@@ -23,7 +23,8 @@ WHERE job = %(job)s AND field = %(field)s AND value = %(expected)s RETURNING 1""
 
 
 class PostgresValues:
-    """``read_value`` / ``swap_value`` for :class:`PostgresBackend` (uses its sessions)."""
+    """``read_value`` / ``swap_value`` for
+    [`PostgresBackend`][anarchon.backends.postgres.PostgresBackend] (uses its sessions)."""
 
     table: str
     _values_ready: bool = False
@@ -50,7 +51,8 @@ class PostgresValues:
         self._values_ready = True
 
     async def read_value(self, name: str, field: str) -> str | None:
-        """See :meth:`anarchon.backends.base.Backend.read_value`."""
+        """See
+        [`anarchon.backends.base.Backend.read_value()`][anarchon.backends.base.Backend.read_value]."""
         await self._values_table()
         rows = await self._fetch("read_value", self._values_query(_READ),
                                  {"job": name, "field": field})
@@ -58,7 +60,9 @@ class PostgresValues:
 
     async def swap_value(self, name: str, field: str, expected: str | None,
                          value: str) -> bool:
-        """See :meth:`anarchon.backends.base.Backend.swap_value` (one statement)."""
+        """See
+        [`anarchon.backends.base.Backend.swap_value()`][anarchon.backends.base.Backend.swap_value]
+        (one statement)."""
         await self._values_table()
         query = _INSERT if expected is None else _UPDATE
         rows = await self._fetch("swap_value", self._values_query(query), {

@@ -10,7 +10,7 @@ confirm channel:
 * ``basic.nack`` -> the gate was full: another instance won (``taken``);
 * ``basic.return`` -> the gate was missing (deleted between declare and publish). The
   broker still acks an unroutable message, so a return is *never* a win: the claim raises
-  :class:`~anarchon.errors.StoreError` and the engine emits ``error`` and skips;
+  [`StoreError`][anarchon.errors.StoreError] and the engine emits ``error`` and skips;
 * no answer (connection dropped, timeout) -> the slot is skipped with ``StoreError``:
   the outcome is unknown and a gate is never read (reading would empty it).
 
@@ -21,7 +21,7 @@ declaration, so the broker holds about ``slot_ttl / interval`` gates per job. AM
 server clock: lateness is judged on this instance's (NTP-synchronised) clock.
 
 History is a per-job durable classic queue ``<prefix>history.<job>`` of JSON messages
-(one per attempt start and one per end, see :mod:`.records`). It is read with
+(one per attempt start and one per end, see ``.records``). It is read with
 ``basic.get`` without acknowledging, then the channel is closed so every message is
 requeued in place; after each finish the oldest messages beyond ``2 * history_size`` are
 removed from the head. A reader holding the messages for its few milliseconds can make a

@@ -2,14 +2,14 @@
 
 Clients: a URL, a dict of connection kwargs, or the application's own client — redis-py
 or valkey-py, asyncio or sync (sync calls run in a worker thread), standalone or Cluster.
-Clients built here are closed by :meth:`RedisStore.close`; the user's never are.
+Clients built here are closed by ``RedisStore.close()``; the user's never are.
 
 Keys: every key of one job starts with the hash tag ``{<prefix>:<job>}``, so all of them
 share a Redis Cluster slot and each script's keys are passed in ``KEYS``. Characters that
 would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name,
 so the job part holds no ``:`` and the last ``:`` of a tag ends the prefix: two different
 ``(prefix, job)`` pairs never share a key. The registry hash ``<prefix>jobs`` holds the
-key format (:data:`KEY_FORMAT`) under the field ``""`` (never a job name).
+key format (``KEY_FORMAT``) under the field ``""`` (never a job name).
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ class RedisStore:
 
     @property
     def can_subscribe(self) -> bool:
-        """Whether :meth:`subscriber` can make a client (connected, asyncio client)."""
+        """Whether ``subscriber()`` can make a client (connected, asyncio client)."""
         return self._client is not None and not self._sync
 
     def subscriber(self) -> Any | None:
@@ -406,7 +406,7 @@ def _dt(ms: float) -> datetime:
 
 
 def parse_record(name: str, raw: Any) -> RunRecord:
-    """An attempt record written by the scripts, as a :class:`RunRecord`."""
+    """An attempt record written by the scripts, as a [`RunRecord`][anarchon.history.RunRecord]."""
     data = json.loads(text(raw))
     slot = int(data["slot"])
     started = float(data["start"])

@@ -71,8 +71,8 @@ class RedisBackend(RedisValues, LeaseBackend):
     client (asyncio or sync; never closed by anarchon). ``prefix`` namespaces every key.
     The claim-only comparison strategies ``"stream-id"``, ``"script"`` (option
     ``window``) and ``"idmp"`` (Redis 8.6+, options ``duration``, ``max_size``) are
-    :class:`~anarchon.backends.base.ClaimBackend` s built by
-    :func:`~anarchon.backends.redis.strategies.comparison_backend` (or ``from_url`` with
+    [`ClaimBackend`][anarchon.backends.base.ClaimBackend] s built by
+    ``comparison_backend()`` (or ``from_url`` with
     ``?strategy=``); passing such a ``strategy`` here raises ``TypeError``.
     """
 
@@ -105,7 +105,7 @@ class RedisBackend(RedisValues, LeaseBackend):
     def from_url(cls, url: str, **options: Any) -> Backend:
         """Build from ``redis://host:port/db?prefix=cron:&strategy=lease`` (keyword
         options override query parameters). A ``strategy`` other than ``lease`` builds
-        the claim-only comparison backend (:func:`comparison_backend`)."""
+        the claim-only comparison backend (``comparison_backend()``)."""
         client_url, query = split_url(url)
         merged = {**query, **options}
         strategy = merged.pop("strategy", "lease")
@@ -187,9 +187,9 @@ class RedisBackend(RedisValues, LeaseBackend):
 
     async def claim_many(self, requests: Sequence[ClaimRequest]
                          ) -> list[ClaimResult | Exception]:
-        """One EVALSHA for all the requests, each judged as :meth:`claim` judges it (in
+        """One EVALSHA for all the requests, each judged as ``claim()`` judges it (in
         order, at one server time). On a Cluster the jobs' keys live in different hash
-        slots, so each request is its own :meth:`claim` call (sent concurrently)."""
+        slots, so each request is its own ``claim()`` call (sent concurrently)."""
         if self.store.cluster:
             return await super().claim_many(requests)
         if not requests:
@@ -311,8 +311,8 @@ class RedisBackend(RedisValues, LeaseBackend):
         return bool(int(done))
 
     async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
-        """One EVALSHA recording every outcome, each as :meth:`finish` would (fenced per
-        run). On a Cluster, one :meth:`finish` call per run (sent concurrently)."""
+        """One EVALSHA recording every outcome, each as ``finish()`` would (fenced per
+        run). On a Cluster, one ``finish()`` call per run (sent concurrently)."""
         if self.store.cluster:
             return await super().finish_many(finishes)
         if not finishes:
@@ -415,7 +415,8 @@ class RedisBackend(RedisValues, LeaseBackend):
 
 
 class ValkeyBackend(RedisBackend):
-    """Valkey as the store: the same scripts and strategies as :class:`RedisBackend`
+    """Valkey as the store: the same scripts and strategies as
+    [`RedisBackend`][anarchon.backends.redis.RedisBackend]
     (``idmp`` excepted: Valkey has no ``XADD IDMP``)."""
 
     kind: ClassVar[Kind] = "valkey"

@@ -274,5 +274,5 @@ __all__ = ["IdmpBackend", "RedisClaimBackend", "ScriptBackend", "StoreError",
 
 
 def claim_backend(kind: Kind, client: object, strategy: str, **options: Any) -> ClaimBackend:
-    """The former name of :func:`comparison_backend` (kept for this release)."""
+    """The former name of ``comparison_backend()`` (kept for this release)."""
     return comparison_backend(strategy, client, kind=kind, **options)

@@ -20,13 +20,16 @@ class RedisValues:
         return f"{self.store.keys(name).tag}:values"
 
     async def read_value(self, name: str, field: str) -> str | None:
-        """See :meth:`anarchon.backends.base.Backend.read_value`."""
+        """See
+        [`anarchon.backends.base.Backend.read_value()`][anarchon.backends.base.Backend.read_value]."""
         raw = await self.store.command("HGET", self._values_key(name), field)
         return None if raw is None else text(raw)
 
     async def swap_value(self, name: str, field: str, expected: str | None,
                          value: str) -> bool:
-        """See :meth:`anarchon.backends.base.Backend.swap_value` (one EVAL)."""
+        """See
+        [`anarchon.backends.base.Backend.swap_value()`][anarchon.backends.base.Backend.swap_value]
+        (one EVAL)."""
         reply = await self.store.command(
             "EVAL", _SWAP, 1, self._values_key(name), field,
             "0" if expected is None else "1", expected or "", value)

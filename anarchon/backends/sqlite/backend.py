@@ -377,7 +377,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
 
     async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
         """Every outcome in one ``BEGIN IMMEDIATE`` transaction, each recorded as
-        :meth:`finish` would; all are checked before any write."""
+        ``finish()`` would; all are checked before any write."""
         check_finishes(finishes)
         return list(await self._each_in_one_transaction(finishes, finish_run))
 

@@ -6,7 +6,7 @@ FORMAT_VERSION = "1"
 
 
 def quote(identifier: str) -> str:
-    """Quote an identifier already checked by :func:`anarchon.names.check_table_name`."""
+    """Quote an identifier already checked by ``anarchon.names.check_table_name()``."""
     return '"' + identifier.replace('"', '""') + '"'
 
 

@@ -1,5 +1,5 @@
 """SQLite's transactions that judge a claim, record an outcome and bound history, apart
-from the connection handling in :mod:`anarchon.backends.sqlite.backend` (as
+from the connection handling in ``anarchon.backends.sqlite.backend`` (as
 ``postgres/queries.py`` holds PostgreSQL's SQL). Each runs inside the caller's ``BEGIN IMMEDIATE``.
 """
 
@@ -157,7 +157,7 @@ def prune(cur: sqlite3.Cursor, t: Tables, name: str, size: int, ttl_ms: int | No
 
 
 def record(row: Sequence[Any]) -> RunRecord:
-    """A history row as a :class:`RunRecord`."""
+    """A history row as a [`RunRecord`][anarchon.history.RunRecord]."""
     job, slot, instance, manual, attempt, reason, status, started, finished, error = row
     return RunRecord(
         name=job,

@@ -17,7 +17,8 @@ T = TypeVar("T")
 
 
 class SqliteValues:
-    """``read_value`` / ``swap_value`` for :class:`SqliteBackend` (uses its thread)."""
+    """``read_value`` / ``swap_value`` for [`SqliteBackend`][anarchon.backends.sqlite.SqliteBackend]
+    (uses its thread)."""
 
     _tables: Tables
     _values_ready: bool = False
@@ -41,7 +42,8 @@ class SqliteValues:
             self._values_ready = True
 
     async def read_value(self, name: str, field: str) -> str | None:
-        """See :meth:`anarchon.backends.base.Backend.read_value`."""
+        """See
+        [`anarchon.backends.base.Backend.read_value()`][anarchon.backends.base.Backend.read_value]."""
         def run(connection: sqlite3.Connection) -> str | None:
             if not self._values_ready:
                 with self._write(connection) as cur:
@@ -54,7 +56,9 @@ class SqliteValues:
 
     async def swap_value(self, name: str, field: str, expected: str | None,
                          value: str) -> bool:
-        """See :meth:`anarchon.backends.base.Backend.swap_value` (``BEGIN IMMEDIATE``)."""
+        """See
+        [`anarchon.backends.base.Backend.swap_value()`][anarchon.backends.base.Backend.swap_value]
+        (``BEGIN IMMEDIATE``)."""
         def run(connection: sqlite3.Connection) -> bool:
             with self._write(connection) as cur:
                 self._ensure_values(cur)
