@@ -195,7 +195,7 @@ class StoreCalls:
     """The claim and finish calls of one backend: batched or not is decided here, once.
 
     A backend that sets
-    [`supports_claim_batches`][anarchon.backends.base.Backend.supports_claim_batches]
+    ``supports_claim_batches``
     gets its claims and finishes through ``Batcher`` s (one store call for the items
     due together) and its jobs' jitter on the claim grid; any other backend gets one call
     per item and no grid.

@@ -219,8 +219,8 @@ class Backend(ABC):
         ``anarchon.jobs.resolve_scheduler_options()`` check every option against this,
         for every layer (the core, Django, Celery, Dramatiq), as Dramatiq middleware
         declares the actor options it takes. Derived from
-        [`supports_leases`][anarchon.backends.base.Backend.supports_leases] and
-        [`supports_history_ttl`][anarchon.backends.base.Backend.supports_history_ttl]; a backend
+        ``supports_leases`` and
+        ``supports_history_ttl``; a backend
         refusing more extends it."""
         refused: dict[str, str] = {}
         if not self.supports_leases:
@@ -262,7 +262,7 @@ class Backend(ABC):
         that claim raised (its outcome is then unknown: see
         [`confirm()`][anarchon.backends.base.Backend.confirm]). A backend
         that can do this in one round trip sets
-        [`supports_claim_batches`][anarchon.backends.base.Backend.supports_claim_batches] and judges
+        ``supports_claim_batches`` and judges
         the requests in list order; this default makes one
         [`claim()`][anarchon.backends.base.Backend.claim] call per
         request, concurrently (two requests for one run: either may be the winner).
@@ -354,7 +354,7 @@ class Backend(ABC):
 
         A backend with a notification channel (Redis/Valkey ``SUBSCRIBE``, PostgreSQL
         ``LISTEN``) calls ``notify(Wakeup("up"))`` once listening, then one
-        [`Wakeup`][anarchon.backends.base.Wakeup] per ``release()`` and
+        ``Wakeup`` per ``release()`` and
         [`request_trigger()`][anarchon.backends.base.Backend.request_trigger] made by any
         instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
         reconnecting (it retries by itself). It never raises, except on cancellation;

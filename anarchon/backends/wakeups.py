@@ -34,7 +34,7 @@ def trigger_payload(name: str) -> str:
 
 
 def parse_payload(raw: str | bytes) -> Wakeup | None:
-    """The [`Wakeup`][anarchon.backends.base.Wakeup] in a channel message, or None if it is not one
+    """The ``Wakeup`` in a channel message, or None if it is not one
     of ours."""
     try:
         data: Any = json.loads(raw)
