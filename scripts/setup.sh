@@ -15,16 +15,20 @@ find_python() {
     return 1
 }
 
-# mysqlclient (the "mysql" extra) builds against the MySQL/MariaDB client headers.
+# mysqlclient (the "mysql" extra) has no Linux wheels: it builds against the MySQL/MariaDB
+# client headers and Python's own (Debian's python3 keeps those in python3-dev).
 mysql_build_deps() {
+    local python="$1"
     if command -v pkg-config >/dev/null 2>&1 &&
-       { pkg-config --exists mysqlclient || pkg-config --exists libmariadb; }; then
+       { pkg-config --exists mysqlclient || pkg-config --exists libmariadb; } &&
+       [ -f "$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then
         return 0
     fi
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "[setup] installing the MySQL client headers for mysqlclient (needs root and apt)" >&2
         apt-get update -qq >&2 &&
-            apt-get install -y -qq pkg-config default-libmysqlclient-dev build-essential >&2
+            apt-get install -y -qq pkg-config default-libmysqlclient-dev build-essential \
+                python3-dev >&2
     else
         echo "[setup] mysqlclient needs pkg-config and the MySQL client headers" \
              "(Debian: apt-get install pkg-config default-libmysqlclient-dev build-essential)" >&2
@@ -48,7 +52,7 @@ setup_venv() {
         fi
     fi
     case ",$extras," in
-        *,mysql,*|*,all,*) mysql_build_deps ;;
+        *,mysql,*|*,all,*) mysql_build_deps "$VENV/bin/python" ;;
     esac
     local target="$ROOT"
     [ -n "$extras" ] && target="$ROOT[$extras]"
