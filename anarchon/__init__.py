@@ -10,6 +10,7 @@ from __future__ import annotations
 from .backends import Backend, ClaimBackend, LeaseBackend, SqliteBackend, from_url
 from .clock import Clock, FakeClock, SystemClock
 from .context import AbortSignal, RunContext, RunToken
+from .control import Change
 from .durations import DurationLike, parse_duration
 from .engine import AsyncScheduler
 from .errors import (
@@ -51,6 +52,7 @@ __all__ = [
     "AnarchonError",
     "AsyncScheduler",
     "AsyncTracker",
+    "Change",
     "Backend",
     "ClaimBackend",
     "Clock",

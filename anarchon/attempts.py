@@ -176,7 +176,7 @@ class Attempts:
         except Exception as exc:
             return Outcome(exc, False), None
         ctx = RunContext(job.name, slot, ms_to_datetime(slot), host.instance_id, manual,
-                         attempt, reason, signal, run_data)
+                         attempt, reason, signal, run_data, job.params)
         if job.is_async:
             self._async_started[job.name] = time.monotonic()
         return await run_handler(job, ctx), ctx

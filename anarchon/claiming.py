@@ -48,23 +48,33 @@ class Claims:
             if job.catch_up <= 0:
                 continue
             slot = job.schedule.latest_at_or_before(now, to_ms(job.catch_up))
-            if slot is not None:
+            if slot is None:
+                continue
+            if job.name in self.host._controls.paused:
+                self.paused(job, slot)
+            else:
                 self.host._spawn(self.claim_and_run(job, slot, "catch-up"))
 
+    def paused(self, job: Job, slot: int) -> None:
+        """A slot of a paused job: skipped here, without asking the store."""
+        self.backlog.skip(job.name, "paused")
+        self.host._emit("skip", job.name, slot, reason="paused")
+
     def _request(self, job: Job, slot: int, reason: ClaimReason,
-                 expected_attempt: int = 0) -> ClaimRequest:
+                 expected_attempt: int = 0, version: int | None = None) -> ClaimRequest:
         return ClaimRequest(
             name=job.name, slot=slot, owner=self.host.instance_id, reason=reason,
             lease_ms=to_ms(self.host.options.lease), max_late_ms=to_ms(job.max_late),
             max_attempts=job.max_attempts, overlap=job.overlap,
             catch_up_ms=to_ms(job.catch_up), expected_attempt=expected_attempt,
+            version=self.host._controls.version(job.name) if version is None else version,
         )
 
     async def claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
-                             expected_attempt: int = 0) -> None:
+                             expected_attempt: int = 0, version: int | None = None) -> None:
         if not self.host.running:
             return
-        request = self._request(job, slot, reason, expected_attempt)
+        request = self._request(job, slot, reason, expected_attempt, version)
         sent_at = time.monotonic()
         try:
             result = await self.host._calls.claim(request)
@@ -74,16 +84,17 @@ class Claims:
             self.claimed(job, request, result.outcome, result.attempt, sent_at,
                          result.store_ms)
 
-    async def claim_together(self, claims: list[tuple[Job, int]]) -> None:
+    async def claim_together(self, claims: list[tuple[Job, int, int]]) -> None:
         """Claim slots that fell due together in as few store calls as the backend
         allows ([`Backend.claim_many()`][anarchon.backends.base.Backend.claim_many]), then act on
         each answer."""
         if not self.host.running:
             return
-        requests = [self._request(job, slot, "scheduled") for job, slot in claims]
+        requests = [self._request(job, slot, "scheduled", version=version)
+                    for job, slot, version in claims]
         sent_at = time.monotonic()
         answers = await self.host._calls.claim_all(requests)
-        for (job, _), request, answer in zip(claims, requests, answers, strict=True):
+        for (job, _, _), request, answer in zip(claims, requests, answers, strict=True):
             if isinstance(answer, Exception):
                 self.host._spawn(self._claim_unknown(job, request, answer, sent_at))
             else:
@@ -113,6 +124,8 @@ class Claims:
             self.host._attempts.execute(job, slot, attempt, reason, sent_at)
         elif outcome == "early":
             self._early_answer(job, request, store_ms)
+        elif outcome == "stale":
+            self.host._spawn(self._stale(job, request))
         elif outcome == "exhausted":
             logger.warning("job %r slot %s: max_attempts (%d) reached; run left interrupted",
                            job.name, slot, job.max_attempts)
@@ -128,6 +141,28 @@ class Claims:
             else:
                 self.backlog.skip(job.name, outcome)
             self.host._emit("skip", job.name, slot, reason=outcome)
+
+    async def _stale(self, job: Job, request: ClaimRequest) -> None:
+        """The store holds a newer control record than the claim was planned from: read
+        the records, then claim the slot once more if the new definition still has it."""
+        controls = self.host._controls
+        try:
+            await controls.refresh()
+        except Exception as exc:
+            self.host._emit("error", job.name, request.slot, error=exc)
+            return
+        current = self.host._jobs.get(job.name)
+        version = controls.version(job.name)
+        if current is None or version <= request.version or job.name in controls.paused \
+                or current.schedule.next_after(request.slot - 1) != request.slot:
+            logger.debug("job %r slot %s: planned from control version %d, the store has "
+                         "%d; not a slot of the job now", job.name, request.slot,
+                         request.version, version)
+            if current is not None and job.name in controls.paused:
+                self.paused(current, request.slot)
+            return
+        await self.claim_and_run(current, request.slot, request.reason,
+                                 request.expected_attempt, version)
 
     def _early_answer(self, job: Job, request: ClaimRequest, store_ms: int | None) -> None:
         """The store's clock says the slot has not come (this instance's clock runs
@@ -149,6 +184,6 @@ class Claims:
         try:
             await asyncio.sleep(delay)
             await self.claim_and_run(job, request.slot, request.reason,
-                                     request.expected_attempt)
+                                     request.expected_attempt, request.version)
         finally:
             self._early.discard(key)

@@ -138,6 +138,8 @@ class RunContext:
     reason: RunReason
     signal: AbortSignal
     data: Any
+    #: a dynamic job's stored params (JSON; see ``add_job()``), else ``None``
+    params: Any = None
     _detached: dict[str, float] = field(default_factory=dict, init=False, repr=False,
                                         compare=False)
 

@@ -19,14 +19,16 @@ from .backends.base import (
     Wakeup,
 )
 from .batching import StoreCalls
+from .changing import RuntimeControl
 from .claiming import Claims
 from .clock import SYSTEM_CLOCK, Clock
 from .context import AbortSignal
+from .controlling import Controls
 from .durations import DurationLike, parse_duration
 from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
 from .finishing import build_finish, describe, status_of
-from .history import JobInfo, RunRecord
+from .history import RunRecord
 from .jobs import Job, resolve_instance_id, warn_if_past
 from .lease import LeaseKeeper
 from .outage import OutageLog
@@ -52,7 +54,7 @@ BATCH_WINDOW_S = 0.0
 MAX_NAP = 30.0
 
 
-class AsyncScheduler(JobRegistry):
+class AsyncScheduler(RuntimeControl, JobRegistry):
     """Runs jobs on an asyncio event loop; use ``async with`` or ``start()``/``stop()``.
 
     ``backend`` is required (there is no implicit store). Options are those of
@@ -86,6 +88,7 @@ class AsyncScheduler(JobRegistry):
         self._runs: set[asyncio.Task[Any]] = set()  # runs (and manual runs) stop() awaits
         self._attempts = Attempts(self)  # owns the table of runs executing here
         self._claiming = Claims(self)
+        self._controls = Controls(self)  # pauses, overrides and dynamic jobs, as applied
         self._loop: asyncio.AbstractEventLoop | None = None
         # claims and finishes due together go to the store as one call (if it can)
         self._calls = StoreCalls(self.backend, window=BATCH_WINDOW_S, grid_ms=CLAIM_GRID_MS)
@@ -162,9 +165,10 @@ class AsyncScheduler(JobRegistry):
             warn_if_past(job, split_ms, self._keeper is not None)
             self._schedule(job, after_ms=split_ms)
         self._planner = self._spawn(self._plan_loop())
-        if self.backend.supports_triggers and self._jobs:
+        polled = bool(self._jobs or self._controls.handlers)
+        if self.backend.supports_triggers and polled:
             self._spawn(self._inbox.run())
-        if self._jobs and (self._keeper is not None or self.backend.supports_triggers):
+        if polled and (self._keeper is not None or self.backend.supports_triggers):
             self._spawn(self.backend.watch(self._woken))
         logger.info("scheduler %s started with %d job(s) on %s", self.instance_id,
                     len(self._jobs), self.backend.name)
@@ -173,6 +177,9 @@ class AsyncScheduler(JobRegistry):
         """Open the store and register this instance's jobs: the first calls to answer."""
         await self._ensure_open()
         await self.backend.register([self._spec(job) for job in self._jobs.values()])
+        if self._controls.enabled:  # pauses, overrides and dynamic jobs apply from the start
+            await self._controls.refresh()
+            await self._controls.offer(force=True)
 
     async def run(self, stop_timeout: DurationLike = 30) -> None:
         """``start(wait=True)``, run until SIGINT/SIGTERM (or ``stop()``), then stop
@@ -214,6 +221,7 @@ class AsyncScheduler(JobRegistry):
         await cancel_and_wait(list(self._tasks))
         await self._attempts.stop_leases()
         await self._calls.aclose()  # batched calls still in flight are cancelled too
+        await self._controls.withdraw()
         if self._opened:
             await self.backend.close()
         logger.info("scheduler %s stopped", self.instance_id)
@@ -245,6 +253,8 @@ class AsyncScheduler(JobRegistry):
             self._loop.call_soon_threadsafe(fn)
 
     def _job_added(self, job: Job) -> None:
+        job = self._jobs[job.name] = self._controls.adopt(job)
+
         def schedule() -> None:
             if self.running:
                 self._spawn(self.backend.register([self._spec(job)]))
@@ -256,6 +266,7 @@ class AsyncScheduler(JobRegistry):
     def _job_removed(self, name: str) -> None:
         self._on_loop(lambda: self._plan.remove(name))
         self._claiming.backlog.forget(name)
+        self._controls.forget(name)
 
     @staticmethod
     def _spec(job: Job) -> JobSpec:
@@ -277,7 +288,7 @@ class AsyncScheduler(JobRegistry):
     def _due(self, job: Job, slot: int) -> Due:
         following = job.schedule.next_after(slot)
         return Due(slot + claim_delay_ms(job, slot, following, self._calls.grid_ms),
-                   job.name, slot, following)
+                   job.name, slot, following, self._controls.version(job.name))
 
     async def _plan_loop(self) -> None:
         """Claim every job's slots as they fall due: one task for all jobs, asleep until
@@ -296,7 +307,7 @@ class AsyncScheduler(JobRegistry):
 
     def _claim_due(self, due: list[Due]) -> None:
         """Plan each job's next slot and claim the slots that fell due."""
-        claims: list[tuple[Job, int]] = []
+        claims: list[tuple[Job, int, int]] = []
         for entry in due:
             job = self._jobs.get(entry.name)
             if job is None:
@@ -311,14 +322,18 @@ class AsyncScheduler(JobRegistry):
                                  "planned for it", job.name, entry.slot)
                 self._plan.remove(job.name)
                 self._emit("error", job.name, entry.slot, error=exc)
-            claims.append((job, entry.slot))
+            if job.name in self._controls.paused:
+                self._claiming.paused(job, entry.slot)
+            else:
+                claims.append((job, entry.slot, entry.version))
         if not claims:
             return
         if self._calls.batched:  # one store call for all of them
             self._spawn(self._claiming.claim_together(claims))
         else:
-            for job, slot in claims:
-                self._spawn(self._claiming.claim_and_run(job, slot, "scheduled"))
+            for job, slot, version in claims:
+                self._spawn(self._claiming.claim_and_run(job, slot, "scheduled",
+                                                         version=version))
 
     def _expired(self, state: RunState) -> None:
         job = self._jobs.get(state.name)
@@ -403,11 +418,20 @@ class AsyncScheduler(JobRegistry):
         elif wakeup.kind == "trigger":
             if wakeup.name in self._jobs:
                 self._inbox.wake.set()
+        elif wakeup.kind == "changed":
+            if self.running and self._controls.enabled:
+                self._spawn(self._refresh_controls())
         else:  # "up" (maybe after messages were missed) or "down": poll once now
             self._inbox.channel_up = wakeup.kind == "up"
             self._inbox.wake.set()
             if self._inbox.channel_up and self._keeper is not None:
                 self._keeper.poke()
+
+    async def _refresh_controls(self) -> None:
+        try:
+            await self._controls.refresh()
+        except Exception as exc:
+            self._emit("error", None, error=exc)
 
     @property
     def _channel_up(self) -> bool:
@@ -425,20 +449,6 @@ class AsyncScheduler(JobRegistry):
         """The newest attempt of ``name``, or ``None``."""
         records = await self.history(name, 1)
         return records[0] if records else None
-
-    async def jobs(self) -> list[JobInfo]:
-        """Jobs registered here, plus jobs other instances registered in the store."""
-        await self._ensure_open()
-        infos = [self._info(job) for job in self._jobs.values()]
-        for spec in await self.backend.known_jobs():
-            if spec.name not in self._jobs:
-                infos.append(JobInfo(spec.name, spec.kind, spec.schedule, None, {}))
-        return sorted(infos, key=lambda info: info.name)
-
-    def _info(self, job: Job) -> JobInfo:
-        return JobInfo(job.name, job.schedule.kind, job.schedule.describe(),
-                       self.next_run(job.name), dict(job.explicit),
-                       self._claiming.backlog.skipped(job.name))
 
 
 def _log_crash(task: asyncio.Task[Any]) -> None:

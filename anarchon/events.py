@@ -7,7 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-EventType = Literal["start", "success", "failure", "interrupted", "skip", "lost", "error"]
+EventType = Literal["start", "success", "failure", "interrupted", "skip", "lost", "error",
+                    "change"]
 EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
 
 logger = logging.getLogger("anarchon")
@@ -18,8 +19,11 @@ class Event:
     """What happened to one job.
 
     ``reason`` is the run reason for ``start``/``success``/``failure`` (``scheduled``,
-    ``manual``, ``catch-up``, ``takeover``); ``taken``/``late``/``overlap`` for ``skip``;
-    ``stop``/``timeout``/``lost`` for ``interrupted``. ``error`` is the exception, if any.
+    ``manual``, ``catch-up``, ``takeover``); ``taken``/``late``/``overlap``/``early``/
+    ``paused`` for ``skip``; ``stop``/``timeout``/``lost`` for ``interrupted``; for
+    ``change`` (a job's control record changed: ``pause()``, ``reschedule()``,
+    ``add_job()`` …) the action and who made it, e.g. ``"pause by ops"``. ``error`` is
+    the exception, if any.
     """
 
     type: EventType

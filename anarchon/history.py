@@ -41,7 +41,7 @@ class JobInfo:
     ``skipped``: slots of the job this instance gave up since it started, by reason
     (``"late"``: the claim reached the store after ``slot + max_late``, because the store
     or the instance could not keep up; ``"overlap"``; ``"early"``: refused twice as before
-    the slot by the store's clock); empty for jobs only other
+    the slot by the store's clock; ``"paused"``); empty for jobs only other
     instances run.
     """
 
@@ -51,3 +51,15 @@ class JobInfo:
     next_run: datetime | None
     options: dict[str, Any] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    #: paused everywhere (``pause()``); ``next_run`` is then ``None``
+    paused: bool = False
+    #: where ``schedule`` comes from: ``"code"``, ``"override"`` (``reschedule()``) or
+    #: ``"dynamic"`` (``add_job()``)
+    source: str = "code"
+    #: the version of the job's control record (0: none)
+    version: int = 0
+    #: a dynamic job's handler name and stored params
+    handler: str | None = None
+    params: Any = None
+    #: the instances that offer the dynamic job's handler (can run it)
+    runnable_by: tuple[str, ...] = ()

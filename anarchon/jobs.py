@@ -102,6 +102,8 @@ class Job:
     history_ttl: float | None
     data: Any
     explicit: Mapping[str, Any]
+    #: a dynamic job's stored ``params`` (``ctx.params``); ``None`` for code jobs
+    params: Any = None
 
     @property
     def is_async(self) -> bool:

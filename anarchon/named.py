@@ -25,8 +25,8 @@ class _Pending:
         self.name = name
         self.jobs: list[tuple[str, str, Any, Handler, Mapping[str, Any]]] = []
 
-    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
-                options: Mapping[str, Any]) -> None:
+    def declare_job(self, kind: str, name: str, when: Any, handler: Handler,
+                    options: Mapping[str, Any]) -> None:
         """Check what can be checked without a backend now; the rest when configured."""
         check_job_name(name)
         if any(existing[1] == name for existing in self.jobs):

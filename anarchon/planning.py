@@ -29,6 +29,8 @@ class Due:
     #: the slot after ``slot`` (``None``: the schedule has no more), computed once for
     #: the jitter cap and reused as the job's next entry
     following: int | None
+    #: the job's control version the entry was planned from (the claim's version fence)
+    version: int = 0
 
 
 class Plan:

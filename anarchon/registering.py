@@ -78,7 +78,7 @@ def _hook_init(cls: type) -> None:
                 if mark.target is not None:
                     target = _resolve_target(mark.target)
                     name = mark.name or f"{type(self).__name__}-{attr}"
-                    target.add_job(mark.kind, name, mark.when, getattr(self, attr),
+                    target.declare_job(mark.kind, name, mark.when, getattr(self, attr),
                                    mark.options)
 
     cls.__init__ = __init__  # type: ignore[misc]
@@ -88,8 +88,8 @@ def _hook_init(cls: type) -> None:
 class JobSink(Protocol):
     """Anything jobs can be added to: a scheduler, or a named scheduler not configured yet."""
 
-    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
-                options: Mapping[str, Any]) -> None:
+    def declare_job(self, kind: str, name: str, when: Any, handler: Handler,
+                    options: Mapping[str, Any]) -> None:
         """Check and add one job (``kind``: every, cron or at)."""
 
 
@@ -215,20 +215,20 @@ class JobRegistry:
             check_job_name(name)
         if handler is None:
             self._check(kind, name or "<decorated>", when, options)
-            return make_decorator(kind, name, when, options, self, self.add_job)
+            return make_decorator(kind, name, when, options, self, self.declare_job)
         if name is None:
             name = getattr(handler, "__name__", None)
             if not isinstance(name, str):
                 raise TypeError(f"{kind}() needs a job name for handler {handler!r}")
-        self.add_job(kind, name, when, handler, options)
+        self.declare_job(kind, name, when, handler, options)
         return self
 
     def _check(self, kind: str, name: str, when: Any, options: Mapping[str, Any]) -> Job:
         return resolve_job(kind, name, when, options, scheduler=self.options,
                            backend=self.backend)
 
-    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
-                options: Mapping[str, Any]) -> None:
+    def declare_job(self, kind: str, name: str, when: Any, handler: Handler,
+                    options: Mapping[str, Any]) -> None:
         """Check and add one job: the protocol every registration path ends in
         (chainable calls, decorators, class-body marks, ``register(obj)``, frameworks)."""
         check_job_name(name)
@@ -256,7 +256,7 @@ class JobRegistry:
         for attr, mark in method_marks(type(obj)):
             options = _with_defaults(mark, defaults)
             name = prefix + (mark.name or f"{type(obj).__name__}-{attr}")
-            self.add_job(mark.kind, name, mark.when, getattr(obj, attr), options)
+            self.declare_job(mark.kind, name, mark.when, getattr(obj, attr), options)
             names.append(name)
         if not names:
             raise ValueError(f"{type(obj).__name__} has no methods decorated with "

@@ -32,7 +32,7 @@ def configure(name: str = DEFAULT, *, backend: Backend | None = None, auto_start
         pending = _pending.pop(name, None)
         try:
             for kind, job, when, handler, job_options in pending.jobs if pending else []:
-                scheduler.add_job(kind, job, when, handler, dict(job_options))
+                scheduler.declare_job(kind, job, when, handler, dict(job_options))
         except BaseException:
             if pending is not None:
                 _pending[name] = pending
@@ -56,7 +56,7 @@ def get_scheduler(name: str = DEFAULT) -> Scheduler:
 def _adder(scheduler: str) -> Callable[..., None]:
     def add(kind: str, name: str, when: Any, handler: Handler,
             options: Mapping[str, Any]) -> None:
-        get_registry_target(scheduler).add_job(kind, name, when, handler, options)
+        get_registry_target(scheduler).declare_job(kind, name, when, handler, options)
 
     return add
 

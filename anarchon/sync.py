@@ -14,6 +14,7 @@ from typing import Any, TypeVar, overload
 
 from .backends.base import Backend, JobSpec
 from .clock import Clock
+from .control import Change
 from .durations import DurationLike
 from .engine import AsyncScheduler
 from .events import EventType, Listener
@@ -105,10 +106,10 @@ class Scheduler:
         [`AsyncScheduler.register()`][anarchon.AsyncScheduler.register])."""
         return self.core.register(obj, prefix=prefix, defaults=defaults)
 
-    def add_job(self, kind: str, name: str, when: Any, handler: Handler,
-                options: dict[str, Any]) -> None:
-        """Check and add one job (see ``JobRegistry.add_job()``)."""
-        self.core.add_job(kind, name, when, handler, options)
+    def declare_job(self, kind: str, name: str, when: Any, handler: Handler,
+                    options: dict[str, Any]) -> None:
+        """Check and add one job (see ``JobRegistry.declare_job()``)."""
+        self.core.declare_job(kind, name, when, handler, options)
 
     def remove(self, name: str) -> None:
         """Stop scheduling ``name`` here."""
@@ -247,6 +248,55 @@ class Scheduler:
         """Jobs registered here plus jobs other instances registered in the store, by name
         (connects on demand: works in a process that registers no jobs)."""
         return self._call(self.core.jobs())
+
+    # -- runtime control (see AsyncScheduler: anarchon.changing) ---------------------------
+
+    def handler(self, name: str | Callable[..., Any] | None = None,
+                fn: Handler | None = None) -> Any:
+        """Offer a callable under a handler name for dynamic jobs (see
+        [`AsyncScheduler.handler()`][anarchon.AsyncScheduler.handler])."""
+        result = self.core.handler(name, fn)
+        return self if result is self.core else result
+
+    def pause(self, name: str, *, by: str | None = None) -> Change:
+        """Skip job ``name``'s slots on every instance until ``resume()``."""
+        return self._call(self.core.pause(name, by=by))
+
+    def resume(self, name: str, *, by: str | None = None) -> Change:
+        """Schedule a paused job again, from its next slot."""
+        return self._call(self.core.resume(name, by=by))
+
+    def reschedule(self, name: str, *, every: Any = None, cron: str | None = None,
+                   timezone: str | None = None, offset: Any = None, reset: bool = False,
+                   by: str | None = None) -> Change:
+        """Replace job ``name``'s schedule everywhere, or ``reset=True`` (see
+        [`AsyncScheduler.reschedule()`][anarchon.AsyncScheduler.reschedule])."""
+        return self._call(self.core.reschedule(name, every=every, cron=cron,
+                                               timezone=timezone, offset=offset,
+                                               reset=reset, by=by))
+
+    def add_job(self, name: str, *, handler: str, every: Any = None, cron: str | None = None,
+                at: Any = None, timezone: str | None = None, offset: Any = None,
+                params: Any = None, replace: bool = False, by: str | None = None,
+                **options: Any) -> Change:
+        """Store a dynamic job (see
+        [`AsyncScheduler.add_job()`][anarchon.AsyncScheduler.add_job])."""
+        return self._call(self.core.add_job(name, handler=handler, every=every, cron=cron,
+                                            at=at, timezone=timezone, offset=offset,
+                                            params=params, replace=replace, by=by,
+                                            **options))
+
+    def remove_job(self, name: str, *, by: str | None = None) -> Change:
+        """Remove dynamic job ``name`` from every instance."""
+        return self._call(self.core.remove_job(name, by=by))
+
+    def changes(self, name: str, count: int = 20) -> list[Change]:
+        """Job ``name``'s newest changes (who changed what), newest first."""
+        return self._call(self.core.changes(name, count))
+
+    def offered_handlers(self) -> dict[str, list[str]]:
+        """The handler names each running instance offers."""
+        return self._call(self.core.offered_handlers())
 
     def announce(self, specs: Sequence[JobSpec]) -> None:
         """Record jobs this instance knows of but does not run, e.g. a framework's entry

@@ -1,5 +1,8 @@
 """Trigger requests for this instance's jobs: taken from the store and run here.
 
+The same poll brings the store's control generation (``anarchon.controlling``): a
+change to any job's control record is noticed within one poll interval.
+
 ``anarchon.engine.AsyncScheduler.trigger()`` stores a request from any process; the
 instance with the job takes it (one of them: the store hands each request out once)
 when the backend's wake-up channel announces it, else at the next poll.
@@ -47,8 +50,13 @@ class TriggerInbox:
             self.wake.clear()
             if host._stopping:
                 return
+            generation: int | None = None
             try:
-                requests = await host.backend.take_triggers(list(host._jobs))
+                if host._controls.enabled:  # one round trip: triggers and the generation
+                    poll = await host.backend.poll(list(host._jobs))
+                    requests, generation = poll.triggers, poll.generation
+                else:
+                    requests = await host.backend.take_triggers(list(host._jobs))
             except Exception as exc:
                 host._emit("error", None, error=exc)
                 continue
@@ -56,3 +64,9 @@ class TriggerInbox:
                 if request.name in host._jobs:
                     data = None if request.data is None else json.loads(request.data)
                     host._spawn(host.run_now(request.name, data), host._runs)
+            if generation is not None:
+                try:
+                    await host._controls.seen(generation)
+                    await host._controls.offer()
+                except Exception as exc:
+                    host._emit("error", None, error=exc)

@@ -153,7 +153,7 @@ class Scheduler(beat.Scheduler):
                 if plan.schedule is not None:
                     core.schedule(plan.name, plan.schedule, publisher, **job_options)
                 else:
-                    core.add_job(plan.kind, plan.name, plan.when, publisher, job_options)
+                    core.declare_job(plan.kind, plan.name, plan.when, publisher, job_options)
             except (TypeError, ValueError) as exc:  # an option the core refuses
                 self.refused[plan.name] = str(exc)
         for name, reason in sorted(self.refused.items()):

@@ -3,6 +3,8 @@
 * ``anarchon_django.view_run`` — see the run history.
 * ``anarchon_django.view_job`` — see the jobs page.
 * ``anarchon_django.run_job`` — request a manual run ("Run now").
+* ``anarchon_django.change_job`` — pause, resume and reschedule jobs at runtime.
+* ``anarchon_django.{view,add,change,delete}_dynamicjob`` — the dynamic jobs' admin.
 
 The ``"django"`` backend's store tables are the ordinary models of
 ``anarchon_django.store.models``, imported here so Django registers them.
@@ -14,7 +16,7 @@ from django.db import models
 
 from .store.models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 
-__all__ = ["Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger", "StoreValue"]
+__all__ = ["DynamicJob", "Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger", "StoreValue"]
 
 
 class Run(models.Model):
@@ -35,6 +37,17 @@ class Job(models.Model):
         managed = False
         db_table = "anarchon_django_job_unmanaged"
         default_permissions = ("view",)
-        permissions = (("run_job", "Can request a manual run (Run now)"),)
+        permissions = (("run_job", "Can request a manual run (Run now)"),
+                       ("change_job", "Can pause, resume and reschedule jobs"))
         verbose_name = "job"
         verbose_name_plural = "jobs"
+
+
+class DynamicJob(models.Model):
+    """A job stored at runtime (``add_job()``), as the dynamic jobs' admin shows it."""
+
+    class Meta:
+        managed = False
+        db_table = "anarchon_django_dynamicjob_unmanaged"
+        verbose_name = "dynamic job"
+        verbose_name_plural = "dynamic jobs"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
+from .control import ControlChange, ControlSnapshot
 
 _T = TypeVar("_T")
 
@@ -43,6 +44,7 @@ ClaimOutcome = Literal[
     "early",      # the store's clock says the slot is more than EARLY_TOLERANCE_MS away
     "overlap",    # overlap="skip" and an earlier run of the job still holds a lease
     "exhausted",  # takeover refused: max_attempts reached; the run is marked interrupted
+    "stale",      # planned from an older control record than the store's (nothing written)
 ]
 
 
@@ -98,6 +100,10 @@ class ClaimRequest:
     * ``reason="catch-up"``: like scheduled, but instead of ``max_late`` require
       ``slot > now - catch_up_ms`` and that the job was known to the store before ``slot``
       (else ``late``).
+    * ``reason="scheduled"`` or ``"catch-up"``: before anything else but ``early``,
+      refuse as ``stale``, writing nothing, when the job's stored control version
+      (``anarchon.backends.control``; 0 when it has no record) is higher than
+      ``version``, the version the claim was planned from.
     * ``reason="takeover"``: win only if the run is still running at ``expected_attempt``
       with an expired lease (a store that can tell when it started treats no lease as
       expired before it has been up for ``lease_ms``). If the attempt was handed over it
@@ -116,6 +122,8 @@ class ClaimRequest:
     overlap: Literal["skip", "allow"]
     catch_up_ms: int = 0
     expected_attempt: int = 0
+    #: the job's control version this claim was planned from (the version fence)
+    version: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,6 +185,7 @@ WakeupKind = Literal[
     "down",      # the channel is lost: poll every heartbeat until it is "up" again
     "released",  # a run was handed over (``name``, ``slot``, ``attempt`` released)
     "trigger",   # a trigger() request was stored for job ``name``
+    "changed",   # job ``name``'s control record changed (pause, reschedule, add …)
 ]
 
 
@@ -189,6 +198,15 @@ class Wakeup:
     name: str = ""
     slot: int = 0
     attempt: int = 0
+
+
+@dataclass(frozen=True)
+class Poll:
+    """What an instance's periodic poll brings: the trigger requests it took and the
+    namespace's control generation (see ``anarchon.backends.control``)."""
+
+    triggers: list[TriggerRequest]
+    generation: int
 
 
 #: options a backend without leases cannot honour
@@ -212,6 +230,9 @@ class Backend(ABC):
     supports_claim_batches: ClassVar[bool] = False
     #: whether ``read_value()`` and ``swap_value()`` are supported
     supports_values: ClassVar[bool] = False
+    #: whether runtime control is supported: control records, the version fence in
+    #: claims, ``poll()`` with the generation (``anarchon.backends.control``)
+    supports_control: ClassVar[bool] = False
 
     def refused_options(self) -> dict[str, str]:
         """The scheduler and job options this backend refuses, each with why (the end of
@@ -321,8 +342,42 @@ class Backend(ABC):
         taken by exactly one caller. Must cost one round trip when nothing is pending."""
         return []
 
+    async def poll(self, names: Sequence[str]) -> Poll:
+        """[`take_triggers()`][anarchon.backends.base.Backend.take_triggers] and the
+        control generation, in one round trip where the store allows it (a backend with
+        ``supports_control`` must: this is every instance's idle traffic). This default
+        takes the triggers and answers generation 0."""
+        return Poll(await self.take_triggers(names), 0)
+
+    async def read_controls(self) -> ControlSnapshot:
+        """The generation, every job's control record and the live handler offers."""
+        raise TypeError(f"backend {self.name} does not support runtime control "
+                        "(pause, reschedule, dynamic jobs); use a lease backend")
+
+    async def change_control(self, change: ControlChange) -> int:
+        """Atomically: if job ``change.name``'s stored version is
+        ``change.expected_version``, store ``change.text`` as version
+        ``expected_version + 1``, raise the generation, append ``change.entry`` to the
+        job's change log (keeping the newest ``CHANGE_LOG_SIZE``) and announce
+        ``Wakeup("changed", name)`` on the wake-up channel, if any. Returns the new
+        version, or 0 (nothing written) when the stored version differs."""
+        raise TypeError(f"backend {self.name} does not support runtime control "
+                        "(pause, reschedule, dynamic jobs); use a lease backend")
+
+    async def change_log(self, name: str, count: int) -> list[str]:
+        """Job ``name``'s newest ``count`` change-log entries (JSON), newest first."""
+        raise TypeError(f"backend {self.name} does not support runtime control "
+                        "(pause, reschedule, dynamic jobs); use a lease backend")
+
+    async def offer_handlers(self, instance_id: str, handlers: Sequence[str]) -> None:
+        """Store (replace) the handler names instance ``instance_id`` offers, stamped
+        with the store's time; no names: remove its offer."""
+        raise TypeError(f"backend {self.name} does not support runtime control "
+                        "(pause, reschedule, dynamic jobs); use a lease backend")
+
     async def purge(self) -> int:
-        """Delete every job, run, attempt and trigger of this namespace; how many records.
+        """Delete every job, run, attempt, trigger and control record (with change logs and
+        offers) of this namespace; how many records.
 
         For `anarchon purge`: stop every instance using the namespace first. The store's
         key or table layout stays the backend's business.

@@ -87,7 +87,8 @@ def _event(type_: Any = "start", **kwargs: Any) -> Event:
 
 
 def test_event_types() -> None:
-    expected = {"start", "success", "failure", "interrupted", "skip", "lost", "error"}
+    expected = {"start", "success", "failure", "interrupted", "skip", "lost", "error",
+                "change"}
     assert expected == EVENT_TYPES
 
 

@@ -35,6 +35,7 @@ from ..base import (
 )
 from ..batches import check_claims, check_finishes, lone
 from ..urls import split_options
+from .control import SqliteControl
 from .schema import FORMAT_VERSION, Tables
 from .transactions import claim, end_attempt, finish_run, first, prune, record
 from .values import SqliteValues
@@ -44,7 +45,7 @@ T = TypeVar("T")
 MIN_SQLITE = (3, 35, 0)  # RETURNING and partial-index upserts
 
 
-class SqliteBackend(SqliteValues, LeaseBackend):
+class SqliteBackend(SqliteControl, SqliteValues, LeaseBackend):
     """Leases in a SQLite file shared by the processes of one machine.
 
     ``database``: a path (or ``":memory:"`` for one process), or an open
@@ -58,6 +59,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
     supports_triggers = True
     supports_values = True
     supports_claim_batches = True
+    supports_control = True
 
     def __init__(
         self,
@@ -198,7 +200,7 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                 ).fetchall()
             }
             if not present:
-                for statement in t.create_statements():
+                for statement in t.create_statements() + t.control_statements():
                     cur.execute(statement)
                 return
             if t.base + "_meta" not in present:
@@ -215,6 +217,8 @@ class SqliteBackend(SqliteValues, LeaseBackend):
                     f"table {t.base!r} in {self.database} has format version {found}, this "
                     f"anarchon needs {FORMAT_VERSION}; nothing was changed"
                 )
+            for statement in t.control_statements():
+                cur.execute(statement)
 
     async def close(self) -> None:
         executor, connection = self._executor, self._connection
@@ -436,20 +440,21 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         return await self._call(run)
 
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        def run(connection: sqlite3.Connection) -> list[TriggerRequest]:
-            t = self._tables
-            if first(connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1")) is None:
-                return []  # the common case: a read, no write lock
-            with self._write(connection) as cur:
-                rows = cur.execute(
-                    f"""DELETE FROM {t.triggers}
-                        WHERE job IN (SELECT value FROM json_each(?))
-                        RETURNING id, job, data""",
-                    (json.dumps(list(names)),),
-                ).fetchall()
-            return [TriggerRequest(str(i), job, data) for i, job, data in rows]
+        return await self._call(lambda connection: self._take(connection, names))
 
-        return await self._call(run)
+    def _take(self, connection: sqlite3.Connection, names: Sequence[str]
+              ) -> list[TriggerRequest]:
+        t = self._tables
+        if first(connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1")) is None:
+            return []  # the common case: a read, no write lock
+        with self._write(connection) as cur:
+            rows = cur.execute(
+                f"""DELETE FROM {t.triggers}
+                    WHERE job IN (SELECT value FROM json_each(?))
+                    RETURNING id, job, data""",
+                (json.dumps(list(names)),),
+            ).fetchall()
+        return [TriggerRequest(str(i), job, data) for i, job, data in rows]
 
     async def known_jobs(self) -> list[JobSpec]:
         def run(connection: sqlite3.Connection) -> list[JobSpec]:
@@ -467,8 +472,10 @@ class SqliteBackend(SqliteValues, LeaseBackend):
         def run(connection: sqlite3.Connection) -> int:
             with self._write(connection) as cur:
                 removed = 0
-                for table in (tables.attempts, tables.runs, tables.triggers, tables.jobs):
+                for table in (tables.attempts, tables.runs, tables.triggers, tables.jobs,
+                              tables.control, tables.changes, tables.offers):
                     removed += cur.execute(f"DELETE FROM {table}").rowcount
+                cur.execute(f"DELETE FROM {tables.meta} WHERE key = 'control_generation'")
                 return removed
 
         return await self._call(run)

@@ -20,6 +20,27 @@ class Tables:
         self.jobs = quote(table + "_jobs")
         self.meta = quote(table + "_meta")
         self.triggers = quote(table + "_triggers")
+        self.control = quote(table + "_control")
+        self.changes = quote(table + "_changes")
+        self.offers = quote(table + "_offers")
+
+    def control_statements(self) -> list[str]:
+        """The runtime-control tables, added to a file of any anarchon version (the format
+        version stays: older anarchons ignore them)."""
+        b = self.base
+        return [
+            f"""CREATE TABLE IF NOT EXISTS {self.control} (
+                job TEXT PRIMARY KEY, version INTEGER NOT NULL, record TEXT NOT NULL,
+                changed INTEGER NOT NULL) WITHOUT ROWID""",
+            f"""CREATE TABLE IF NOT EXISTS {self.changes} (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL,
+                changed INTEGER NOT NULL, entry TEXT NOT NULL)""",
+            f"""CREATE INDEX IF NOT EXISTS {quote(b + '_changes_job')}
+                ON {self.changes} (job, id)""",
+            f"""CREATE TABLE IF NOT EXISTS {self.offers} (
+                instance TEXT PRIMARY KEY, handlers TEXT NOT NULL,
+                seen INTEGER NOT NULL) WITHOUT ROWID""",
+        ]
 
     def create_statements(self) -> list[str]:
         b = self.base

@@ -37,6 +37,10 @@ def claim(cur: sqlite3.Cursor, t: Tables, req: ClaimRequest, now: int) -> ClaimR
         return _takeover(cur, t, req, row, now)
     if req.slot - now > EARLY_TOLERANCE_MS:
         return result("early")
+    stored = first(cur.execute(f"SELECT version FROM {t.control} WHERE job = ?",
+                               (req.name,)))
+    if stored is not None and stored[0] > req.version:
+        return result("stale")
     if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
         return result("late")
     if req.reason == "catch-up":

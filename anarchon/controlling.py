@@ -1,0 +1,232 @@
+"""One instance's view of the control records, applied to its jobs.
+
+The store's generation number comes with every trigger poll; when it moved, or a
+``changed`` wake-up arrived, or the store refused a claim as ``stale``, the instance reads
+every record again and applies what changed: pauses, schedule overrides (a code job's
+schedule replaced until reset) and dynamic jobs (started here when this instance has
+their handler). Claims carry the version of the record they were planned from, so the
+store refuses any claim planned before a change it already holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from .backends.control import ControlRecord, ControlSnapshot
+from .control import Control
+from .jobs import Handler, Job, resolve_job
+
+if TYPE_CHECKING:
+    from .engine import AsyncScheduler
+
+logger = logging.getLogger("anarchon")
+
+#: an instance re-writes its handler offer this often (seconds): one call per hour keeps
+#: it listed (offers expire after ``OFFER_TTL_MS``)
+OFFER_EVERY = 3600.0
+
+
+class Controls:
+    """The control records as this instance last read them, applied to its jobs."""
+
+    def __init__(self, host: AsyncScheduler) -> None:
+        self.host = host
+        #: the generation of the snapshot applied last (None: none read yet)
+        self.generation: int | None = None
+        self.records: dict[str, ControlRecord] = {}
+        self.controls: dict[str, Control] = {}
+        self.paused: set[str] = set()
+        #: code jobs whose schedule an override replaced, as the code declared them
+        self.declared: dict[str, Job] = {}
+        #: dynamic jobs scheduled here
+        self.dynamic: set[str] = set()
+        #: handler name -> callable, for dynamic jobs (``handler()``)
+        self.handlers: dict[str, Handler] = {}
+        self._warned: set[tuple[str, str]] = set()
+        self._lock = asyncio.Lock()
+        self._offered_at: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.host.backend.supports_control
+
+    def version(self, name: str) -> int:
+        """The version of job ``name``'s record as last read (0: no record)."""
+        record = self.records.get(name)
+        return 0 if record is None else record.version
+
+    # -- reading -------------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Read every record and apply what changed since the last read."""
+        async with self._lock:
+            self.apply(await self.host.backend.read_controls())
+
+    async def seen(self, generation: int) -> None:
+        """The store's generation as a poll saw it: read the records if it moved."""
+        if generation != self.generation:
+            await self.refresh()
+
+    def apply(self, snapshot: ControlSnapshot) -> None:
+        """Apply a snapshot: every record whose version differs from the last one."""
+        before = self.records
+        self.records = dict(snapshot.records)
+        self.generation = snapshot.generation
+        for name in sorted(set(before) | set(self.records)):
+            old, new = before.get(name), self.records.get(name)
+            if old is not None and new is not None and old.version == new.version:
+                continue
+            try:
+                control = Control() if new is None else Control.decode(new.text)
+            except ValueError as exc:
+                self._warn(name, "unreadable", "job %r: %s; its control record is ignored",
+                           name, exc)
+                continue
+            self.controls[name] = control
+            self._apply_one(name, control)
+            if new is not None and control.action:
+                self.host._emit("change", name, reason=f"{control.action} by {control.by}")
+
+    def adopt(self, job: Job) -> Job:
+        """A code job registered here: its schedule as the stored override says."""
+        control = self.controls.get(job.name)
+        if control is None or control.dynamic is not None or control.schedule is None:
+            return job
+        self.declared[job.name] = job
+        return self._overridden(job, control)
+
+    def forget(self, name: str) -> None:
+        """Job ``name`` was removed from this instance by ``remove()``."""
+        self.declared.pop(name, None)
+        self.dynamic.discard(name)
+
+    # -- applying ------------------------------------------------------------------------
+
+    def _apply_one(self, name: str, control: Control) -> None:
+        if control.paused and not control.removed:
+            self.paused.add(name)
+        else:
+            self.paused.discard(name)
+        jobs = self.host._jobs
+        if control.dynamic is not None and not control.removed:
+            if name in jobs and name not in self.dynamic:
+                self._warn(name, "code", "job %r: a dynamic job has the name of a job "
+                           "declared in code here; the code's job is kept", name)
+                return
+            handler = self.handlers.get(control.dynamic.handler)
+            if handler is None:
+                self._warn(name, "handler:" + control.dynamic.handler,
+                           "job %r: this instance has no handler %r; it does not run the "
+                           "job (jobs() lists the instances that can)",
+                           name, control.dynamic.handler)
+                self._uninstall(name)
+                return
+            job = self._build_dynamic(name, control, handler)
+            if job is not None:
+                self.dynamic.add(name)
+                self._install(job)
+            return
+        if name in self.dynamic:  # removed, or turned into a plain record
+            self._uninstall(name)
+            return
+        base = self.declared.get(name) or jobs.get(name)
+        if base is None:
+            return  # not a job of this instance
+        if control.schedule is not None:
+            self.declared.setdefault(name, base)
+            self._install(self._overridden(self.declared[name], control))
+        elif name in self.declared:
+            self._install(self.declared.pop(name))
+
+    def _overridden(self, job: Job, control: Control) -> Job:
+        assert control.schedule is not None
+        spec = control.schedule
+        try:
+            schedule = resolve_job(spec.kind, job.name, spec.when, spec.options(),
+                                   scheduler=self.host.options).schedule
+        except (TypeError, ValueError) as exc:
+            self._warn(job.name, "override", "job %r: its stored schedule %s cannot be "
+                       "used (%s); the code's schedule is kept", job.name, spec.describe(),
+                       exc)
+            return job
+        return dataclasses.replace(job, schedule=schedule)
+
+    def _build_dynamic(self, name: str, control: Control, handler: Handler) -> Job | None:
+        assert control.dynamic is not None and control.schedule is not None
+        spec, dynamic = control.schedule, control.dynamic
+        try:
+            job = resolve_job(spec.kind, name, spec.when,
+                              {**dynamic.options, **spec.options()}, handler=handler,
+                              scheduler=self.host.options, backend=self.host.backend)
+        except (TypeError, ValueError) as exc:
+            self._warn(name, "dynamic", "dynamic job %r cannot be scheduled here: %s",
+                       name, exc)
+            return None
+        return dataclasses.replace(job, handler=handler, params=dynamic.params)
+
+    def _install(self, job: Job) -> None:
+        host = self.host
+        host._jobs[job.name] = job
+        if host.running:
+            if job.name in self.dynamic:
+                host._spawn(host.backend.register([host._spec(job)]))
+            host._schedule(job)
+
+    def _uninstall(self, name: str) -> None:
+        if name in self.dynamic:
+            self.dynamic.discard(name)
+            self.host._jobs.pop(name, None)
+            self.host._plan.remove(name)
+
+    def _warn(self, name: str, what: str, message: str, *args: object) -> None:
+        if (name, what) not in self._warned:
+            self._warned.add((name, what))
+            logger.warning(message, *args)
+
+    # -- handler offers ------------------------------------------------------------------
+
+    def add_handler(self, name: str, handler: Handler) -> None:
+        """``handler()`` was called: on a running instance, offer it and read the
+        records again (a dynamic job waiting for this handler starts now)."""
+        self.handlers[name] = handler
+        host = self.host
+        if host.running and self.enabled:
+            self.records, self.generation = {}, None  # every record is applied again
+            def spawn() -> None:
+                host._spawn(self._handler_added())
+
+            host._on_loop(spawn)
+
+    async def _handler_added(self) -> None:
+        try:
+            await self.offer(force=True)
+            await self.refresh()
+        except Exception as exc:
+            self.host._emit("error", None, error=exc)
+
+    async def offer(self, force: bool = False) -> None:
+        """Tell the store which handlers this instance offers (hourly, or now)."""
+        if not self.enabled or not self.handlers:
+            return
+        now = time.monotonic()
+        if force or self._offered_at is None or now - self._offered_at > OFFER_EVERY:
+            await self.host.backend.offer_handlers(self.host.instance_id,
+                                                   sorted(self.handlers))
+            self._offered_at = now
+
+    async def withdraw(self) -> None:
+        """At stop: remove this instance's handler offer (best effort)."""
+        if self._offered_at is not None:
+            self._offered_at = None
+            try:
+                await asyncio.wait_for(
+                    self.host.backend.offer_handlers(self.host.instance_id, []), 2.0)
+            except Exception:  # the store is down: the offer expires by itself
+                logger.debug("handler offer of %s not withdrawn", self.host.instance_id)
+
+
+__all__ = ["Controls"]
