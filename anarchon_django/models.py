@@ -16,7 +16,8 @@ from django.db import models
 
 from .store.models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 
-__all__ = ["DynamicJob", "Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger", "StoreValue"]
+__all__ = ["DynamicJob", "Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger",
+           "StoreValue"]
 
 
 class Run(models.Model):
