@@ -77,8 +77,9 @@ class RuntimeControl:
         offer its handler; the callable receives the run's context, whose ``params`` are
         the job's stored params.
         """
-        if callable(name) and fn is None:
-            return self.handler(getattr(name, "__name__", None), name)
+        if callable(name) and fn is None:  # @scheduler.handler: named after the function
+            self.handler(getattr(name, "__name__", None), name)
+            return name
         if not isinstance(name, str) or not name or name != name.strip():
             raise TypeError(f"handler name must be a non-empty str, got {name!r}")
 

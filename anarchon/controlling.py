@@ -73,7 +73,7 @@ class Controls:
 
     def apply(self, snapshot: ControlSnapshot) -> None:
         """Apply a snapshot: every record whose version differs from the last one."""
-        before = self.records
+        before, first = self.records, self.generation is None and not self.records
         self.records = dict(snapshot.records)
         self.generation = snapshot.generation
         for name in sorted(set(before) | set(self.records)):
@@ -88,7 +88,7 @@ class Controls:
                 continue
             self.controls[name] = control
             self._apply_one(name, control)
-            if new is not None and control.action:
+            if new is not None and control.action and not first:  # not the state at start
                 self.host._emit("change", name, reason=f"{control.action} by {control.by}")
 
     def adopt(self, job: Job) -> Job:

@@ -180,6 +180,9 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         if self._controls.enabled:  # pauses, overrides and dynamic jobs apply from the start
             await self._controls.refresh()
             await self._controls.offer(force=True)
+            dynamic = [self._spec(self._jobs[name]) for name in self._controls.dynamic]
+            if dynamic:  # known to the store (catch-up) like the code's jobs
+                await self.backend.register(dynamic)
 
     async def run(self, stop_timeout: DurationLike = 30) -> None:
         """``start(wait=True)``, run until SIGINT/SIGTERM (or ``stop()``), then stop

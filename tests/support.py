@@ -12,7 +12,7 @@ from anarchon.backends.base import ClaimRequest
 
 T = TypeVar("T")
 
-ALL_EVENTS = ("start", "success", "failure", "interrupted", "skip", "lost", "error")
+ALL_EVENTS = ("start", "success", "failure", "interrupted", "skip", "lost", "error", "change")
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
