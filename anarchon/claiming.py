@@ -3,7 +3,8 @@
 Scheduled claims come from the engine's planner (one batched call for the slots due
 together where the backend allows it); catch-up claims come at start, takeover claims
 when a watched run's lease expired or its owner handed it over. A claim whose answer
-was lost is confirmed before anything runs. A won claim goes to
+was lost is confirmed before anything runs, and decided again once the store answers
+(``anarchon.recovery``). A won claim goes to
 ``anarchon.attempts.Attempts.execute()``.
 """
 
@@ -18,6 +19,7 @@ from .backends.base import ClaimReason, ClaimRequest, LeaseBackend, RunKey
 from .backlog import Backlog
 from .durations import to_ms
 from .jobs import Job
+from .recovery import Recovery
 
 if TYPE_CHECKING:
     from .engine import AsyncScheduler
@@ -34,6 +36,8 @@ class Claims:
         self.backlog = Backlog()
         #: slots refused as ``early`` whose one later claim is pending
         self._early: set[RunKey] = set()
+        #: claims whose answer was lost: retried once the store answers
+        self.recovery = Recovery(host)
 
     async def recover(self) -> None:
         assert isinstance(self.host.backend, LeaseBackend) and self.host._keeper is not None
@@ -61,20 +65,23 @@ class Claims:
         self.host._emit("skip", job.name, slot, reason="paused")
 
     def _request(self, job: Job, slot: int, reason: ClaimReason,
-                 expected_attempt: int = 0, version: int | None = None) -> ClaimRequest:
+                 expected_attempt: int = 0, version: int | None = None,
+                 catch_up_ms: int | None = None) -> ClaimRequest:
         return ClaimRequest(
             name=job.name, slot=slot, owner=self.host.instance_id, reason=reason,
             lease_ms=to_ms(self.host.options.lease), max_late_ms=to_ms(job.max_late),
             max_attempts=job.max_attempts, overlap=job.overlap,
-            catch_up_ms=to_ms(job.catch_up), expected_attempt=expected_attempt,
+            catch_up_ms=to_ms(job.catch_up) if catch_up_ms is None else catch_up_ms,
+            expected_attempt=expected_attempt,
             version=self.host._controls.version(job.name) if version is None else version,
         )
 
     async def claim_and_run(self, job: Job, slot: int, reason: ClaimReason,
-                             expected_attempt: int = 0, version: int | None = None) -> None:
+                             expected_attempt: int = 0, version: int | None = None,
+                             catch_up_ms: int | None = None) -> None:
         if not self.host.running:
             return
-        request = self._request(job, slot, reason, expected_attempt, version)
+        request = self._request(job, slot, reason, expected_attempt, version, catch_up_ms)
         sent_at = time.monotonic()
         try:
             result = await self.host._calls.claim(request)
@@ -83,6 +90,12 @@ class Claims:
         else:
             self.claimed(job, request, result.outcome, result.attempt, sent_at,
                          result.store_ms)
+
+    async def take_over(self, job: Job, slot: int, attempt: int, wait: float) -> None:
+        """Claim a run whose lease expired (after ``wait`` seconds, if any)."""
+        if wait > 0:
+            await asyncio.sleep(wait)
+        await self.claim_and_run(job, slot, "takeover", attempt)
 
     async def claim_together(self, claims: list[tuple[Job, int, int]]) -> None:
         """Claim slots that fell due together in as few store calls as the backend
@@ -110,9 +123,11 @@ class Claims:
             attempt = await self.host.backend.confirm(request)
         except Exception as exc:
             self.host._emit("error", request.name, request.slot, error=exc)
-            return
+            attempt = 0
         if attempt:
             self.claimed(job, request, "won", attempt, sent_at)
+        else:  # not written, or unknown: decided again once the store answers
+            self.recovery.add(job, request, sent_at)
 
     def claimed(self, job: Job, request: ClaimRequest, outcome: str, attempt: int,
                  sent_at: float, store_ms: int | None = None) -> None:
@@ -120,6 +135,7 @@ class Claims:
         it, back it up, or skip it (counting a slot given up as late or overlapping)."""
         slot, reason = request.slot, request.reason
         self.host.outage.answered()
+        self.recovery.wake()
         if outcome == "won":
             self.host._attempts.execute(job, slot, attempt, reason, sent_at)
         elif outcome == "early":

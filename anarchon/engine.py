@@ -341,8 +341,9 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
     def _expired(self, state: RunState) -> None:
         job = self._jobs.get(state.name)
         if job is not None and self.running:
-            self._spawn(self._claiming.claim_and_run(job, state.slot, "takeover",
-                                                     state.attempt))
+            # right after a store outage the runner gets a lease to renew or finish first
+            wait = 0.0 if state.handed_over else self.outage.settling(self.options.lease)
+            self._spawn(self._claiming.take_over(job, state.slot, state.attempt, wait))
 
     # -- claiming and running ------------------------------------------------------------------
 

@@ -25,6 +25,8 @@ class OutageLog:
         #: monotonic time the current outage started (None: the store answers)
         self.since: float | None = None
         self.failures = 0
+        #: monotonic time the last outage ended (None: none yet)
+        self.ended_at: float | None = None
 
     def failed(self, name: str | None, error: BaseException | None) -> None:
         """A store call (of job ``name``, if any) failed with ``error``."""
@@ -43,3 +45,14 @@ class OutageLog:
         logger.info("store answering again after %.1fs (%d failed call(s) meanwhile)",
                     self._monotonic() - self.since, self.failures)
         self.since, self.failures = None, 0
+        self.ended_at = self._monotonic()
+
+    def settling(self, lease: float) -> float:
+        """Seconds to wait before taking over a run whose lease lapsed: a lease after an
+        outage ended (or from now while one lasts). Its runner could not renew either;
+        it gets that long to renew or record its outcome first."""
+        if self.since is not None:
+            return lease
+        if self.ended_at is None:
+            return 0.0
+        return max(0.0, self.ended_at + lease - self._monotonic())

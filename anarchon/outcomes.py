@@ -19,8 +19,9 @@ from .backends.base import Backend, Finish
 #: the longest one store call of a claim or a finish may take before it is given up
 #: (also capped by the lease: see ``call_bound()``)
 MAX_CALL_WAIT = 5.0
-#: first and longest pause between two writes of the same finish
-FIRST_RETRY, LONGEST_RETRY = 0.1, 2.0
+#: first and longest pause between two writes of the same finish: once the store is back,
+#: the finish must land before a backup's takeover (deferred by a lease after an outage)
+FIRST_RETRY, LONGEST_RETRY = 0.1, 0.5
 #: how far back the history is read to learn whether a lost write was applied
 HISTORY_LOOKBACK = 20
 

@@ -60,6 +60,7 @@ class TriggerInbox:
             except Exception as exc:
                 host._emit("error", None, error=exc)
                 continue
+            host._claiming.recovery.wake()  # the store answers: lost claims, now
             for request in requests:
                 if request.name in host._jobs:
                     data = None if request.data is None else json.loads(request.data)

@@ -57,14 +57,21 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 #: the stores CI runs the long fault tests on (tests.faults.conftest.CI_SUBSET)
 IN_CI = ("redis", "postgres", "sqlite")
-XFAIL = pytest.mark.xfail(
-    reason="issue 15: a claim that failed during the outage is given up (never re-decided "
-    "when the store answers), and a finish that hit the outage is not retried", strict=True,
-    raises=AssertionError)  # a harness failure (RuntimeError, TimeoutError) stays a failure
+#: what still fails where (a harness failure, RuntimeError or TimeoutError, stays a
+#: failure); not strict: the outcome depends on where the return falls in the second
+KNOWN = {
+    "postgres": "psycopg_pool reconnects with a backoff once the server is back (~1.3 s "
+                "here), so the newest outage slot's recovery comes after its next slot "
+                "and is given up",
+    "sqlite": "the lock is released 50 ms before the next slot: the recovered slot's run "
+              "still holds its lease when the next slot is claimed (overlap='skip')",
+}
 
 
 def _variants() -> list[Any]:
-    return [pytest.param((kind, options), id=name, marks=[XFAIL])
+    return [pytest.param((kind, options), id=name, marks=[pytest.mark.xfail(
+        reason=f"issue 15: {KNOWN[name]}", strict=False, raises=AssertionError)]
+        if name in KNOWN else [])
             for name, kind, options in VARIANTS if full_run() or kind in IN_CI]
 
 

@@ -28,6 +28,11 @@ Params = Mapping[str, Any]
 Row = tuple[Any, ...]
 Statement = tuple[Query, Params]
 
+#: longest wait for a connection of our pool (seconds). While the server is down the pool
+#: cannot connect: a claim must fail at once (the engine decides it again when the
+#: server answers) instead of queueing and being answered, late, all together
+ACQUIRE_TIMEOUT = 1.0
+
 
 def describe_conninfo(conninfo: str) -> str:
     """``host:port/dbname`` for messages: never the password."""
@@ -242,11 +247,12 @@ class AsyncPoolLink(Link):
                     if conn is not None:
                         self._heartbeat_conn = None
                         await pool.putconn(conn)
-                    conn = self._heartbeat_conn = await pool.getconn()
+                    conn = self._heartbeat_conn = await pool.getconn(ACQUIRE_TIMEOUT)
                 async with _autocommit_async(conn):
                     yield _AsyncSession(conn)
             return
-        async with pool.connection() as conn, _autocommit_async(conn):
+        async with pool.connection(timeout=ACQUIRE_TIMEOUT) as conn, \
+                _autocommit_async(conn):
             yield _AsyncSession(conn)
 
 

@@ -1,0 +1,122 @@
+"""Claims whose answer an outage swallowed: decided again once the store answers.
+
+A claim that failed, and whose ``confirm()`` failed too, may or may not have been
+written. Instead of giving the slot up, the newest such slot of each job is kept and
+retried with a backoff: once the store answers, ``confirm()`` says whether this instance
+won it (then it runs, if its lease can still be trusted), else, if the job's next slot
+has not come yet, it is claimed once more as ``catch-up`` bounded by the job's
+``max_late``, so the slot runs once cluster-wide. Older slots of the same outage are
+missed, never run late in a flood.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from .aio import wait_event
+from .backends.base import ClaimRequest, RunKey
+from .jobs import Job
+
+if TYPE_CHECKING:
+    from .engine import AsyncScheduler
+
+logger = logging.getLogger("anarchon")
+
+#: first and longest wait between two attempts to reach the store (seconds): a slot is
+#: recovered only before its job's next slot, so the store's return must be noticed soon
+FIRST_RETRY = 0.1
+LONGEST_RETRY = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Unknown:
+    """A claim of ``job`` whose outcome is unknown, sent at ``sent_at`` (monotonic)."""
+
+    job: Job
+    request: ClaimRequest
+    sent_at: float
+
+
+class Recovery:
+    """The claims of one scheduler whose answers were lost, newest per job."""
+
+    def __init__(self, host: AsyncScheduler) -> None:
+        self.host = host
+        self.pending: dict[str, Unknown] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._woken = asyncio.Event()
+        #: slots claimed again already: a second failure gives them up (no retry loop
+        #: on an error that is not an outage)
+        self._reclaimed: set[RunKey] = set()
+
+    def add(self, job: Job, request: ClaimRequest, sent_at: float) -> None:
+        """Remember an unknown claim (an older one of the same job is given up)."""
+        if request.reason == "takeover":
+            return  # the run is watched: its lease expiring brings the takeover again
+        if RunKey(job.name, request.slot) in self._reclaimed:
+            return
+        known = self.pending.get(job.name)
+        if known is not None and known.request.slot >= request.slot:
+            return
+        self.pending[job.name] = Unknown(job, request, sent_at)
+        if self._task is None or self._task.done():
+            self._task = self.host._spawn(self._retry())
+
+    def wake(self) -> None:
+        """Another store call was answered: try the pending claims now."""
+        if self.pending:
+            self._woken.set()
+
+    async def _retry(self) -> None:
+        delay = FIRST_RETRY
+        while self.pending and self.host.running:
+            await wait_event(self._woken, delay)
+            self._woken.clear()
+            for name in sorted(self.pending, key=lambda n: self.pending[n].request.slot):
+                unknown = self.pending[name]
+                try:
+                    attempt = await self.host.backend.confirm(unknown.request)
+                except Exception:
+                    delay = min(delay * 2, LONGEST_RETRY)
+                    break  # still down: every other pending claim would fail as well
+                if self.pending.get(name) is unknown:
+                    del self.pending[name]
+                await self._decide(unknown, attempt)
+            else:
+                delay = FIRST_RETRY
+
+    async def _decide(self, unknown: Unknown, attempt: int) -> None:
+        host, job, request = self.host, unknown.job, unknown.request
+        if attempt:
+            lease = host.options.lease
+            if time.monotonic() - unknown.sent_at < lease / 2:
+                host._claiming.claimed(job, request, "won", attempt, unknown.sent_at)
+            elif host._keeper is not None:
+                # won, but too long ago to trust the lease: its backups (this instance
+                # among them) take it over when the lease is seen expired
+                host._keeper.watch(RunKey(job.name, request.slot))
+            return
+        current = host._jobs.get(job.name)
+        if current is None or request.reason not in ("scheduled", "catch-up"):
+            return
+        following = current.schedule.next_after(request.slot)
+        if following is not None and following <= host._now_ms():
+            logger.debug("job %r slot %s: its claim was lost in a store outage and its "
+                         "next slot has come; the slot is missed", job.name, request.slot)
+            return
+        key = RunKey(job.name, request.slot)
+        self._reclaimed.add(key)
+        if len(self._reclaimed) > 1000:
+            self._reclaimed = {key}
+        logger.info("job %r slot %s: its claim was lost in a store outage; claiming it "
+                    "again (runs if still within max_late)", job.name, request.slot)
+        await host._claiming.claim_and_run(current, request.slot, "catch-up",
+                                           version=request.version,
+                                           catch_up_ms=request.max_late_ms)
+
+
+__all__ = ["Recovery"]
