@@ -155,7 +155,6 @@ def test_a_pause_is_applied_at_once_with_a_long_heartbeat(
 
     async def scenario() -> None:
         s = log.attach(AsyncScheduler(make_watching(), instance_id="runner", **SLOW))
-        s.on("change", log._record)  # not among the events EventLog.attach() records
         assert s.backend.supports_control
         s.every("rare", "1h", lambda ctx: None)
         await s.start()
