@@ -9,7 +9,6 @@ Per job (all keys share the hash tag ``{<prefix>:<job>}``):
   ``retain_runs_ms``;
 * ``att``/``hist`` attempt records (hash ``"<slot>:<attempt>" -> JSON``, zset scored by
   start) trimmed to ``history_size``/``history_ttl`` (running attempts are kept);
-
 * ``control``/``changes`` the job's control record (read by the claims' version fence)
   and change log;
 
