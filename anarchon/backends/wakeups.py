@@ -1,10 +1,10 @@
 """Shared parts of the backends' wake-up channels (see
 [`Backend.watch()`][anarchon.backends.base.Backend.watch]).
 
-A message is a small JSON object: ``{"k": "released", "job": …, "slot": …, "attempt": …}``
-or ``{"k": "trigger", "job": …}``. Anything else on the channel is ignored, so a
-malformed or foreign message can at worst cost nothing; the store stays the only judge of
-who runs what (a wake-up only makes an instance ask sooner).
+A message is a small JSON object: ``{"k": "released", "job": …, "slot": …, "attempt": …}``,
+``{"k": "trigger", "job": …}`` or ``{"k": "changed", "job": …}``. Anything else on the
+channel is ignored, so a malformed or foreign message can at worst cost nothing; the
+store stays the only judge of who runs what (a wake-up only makes an instance ask sooner).
 """
 
 from __future__ import annotations
@@ -33,6 +33,11 @@ def trigger_payload(name: str) -> str:
     return json.dumps({"k": "trigger", "job": name})
 
 
+def changed_payload(name: str) -> str:
+    """The message announcing a change of a job's control record."""
+    return json.dumps({"k": "changed", "job": name})
+
+
 def parse_payload(raw: str | bytes) -> Wakeup | None:
     """The ``Wakeup`` in a channel message, or None if it is not one
     of ours."""
@@ -48,6 +53,8 @@ def parse_payload(raw: str | bytes) -> Wakeup | None:
                 return Wakeup("released", name, slot, attempt)
         elif kind == "trigger":
             return Wakeup("trigger", name)
+        elif kind == "changed":
+            return Wakeup("changed", name)
     except (ValueError, TypeError, KeyError):
         pass
     return None

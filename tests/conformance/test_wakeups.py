@@ -31,6 +31,8 @@ PROMPT = 1.0
 
 #: the lease stores with a wake-up channel (SQLite has none: it keeps polling)
 WATCHING = ("postgres", "redis", "redis-cluster", "valkey")
+#: those of them with runtime control (a "changed" wake-up)
+CONTROL_WATCHING = ("redis", "redis-cluster", "valkey")
 
 
 @pytest.fixture
@@ -121,13 +123,19 @@ def test_idle_instances_do_not_poll_while_the_channel_is_up(
 
     async def scenario() -> None:
         backend = make_watching()
-        take = backend.take_triggers
+        take, poll = backend.take_triggers, backend.poll
 
-        async def counted(names: Any) -> Any:
+        async def counted_take(names: Any) -> Any:
             calls.append(time.monotonic())
             return await take(names)
 
-        backend.take_triggers = counted  # type: ignore[method-assign]
+        async def counted_poll(names: Any) -> Any:
+            calls.append(time.monotonic())
+            return await poll(names)
+
+        # a store with runtime control is polled with poll(), the others take_triggers()
+        backend.take_triggers = counted_take  # type: ignore[method-assign]
+        backend.poll = counted_poll  # type: ignore[method-assign]
         s = AsyncScheduler(backend, lease=2, heartbeat=0.1)
         s.every("rare", "1h", lambda ctx: None)
         await s.start()
@@ -138,6 +146,33 @@ def test_idle_instances_do_not_poll_while_the_channel_is_up(
     run(scenario())
     # at most the poll on start and the one after "up" (30 s safety poll otherwise)
     assert len(calls) <= 2, calls
+
+
+@only_lease_stores(*CONTROL_WATCHING)
+def test_a_pause_is_applied_at_once_with_a_long_heartbeat(
+        make_watching: Callable[[], Backend]) -> None:
+    log = EventLog()
+
+    async def scenario() -> None:
+        s = log.attach(AsyncScheduler(make_watching(), instance_id="runner", **SLOW))
+        assert s.backend.supports_control
+        s.every("rare", "1h", lambda ctx: None)
+        await s.start()
+        await channel_up(s)
+        await wait_until(lambda: s._controls.generation is not None, 5,
+                         "the first control snapshot")
+        changer = AsyncScheduler(make_watching())  # another scheduler, own connection
+        asked_at = time.monotonic()
+        await changer.pause("rare", by="ops")
+        change = await log.wait(lambda e: e.type == "change" and e.name == "rare", 5)
+        took = log.when(lambda e: e is change)
+        assert took is not None and took - asked_at < PROMPT, took and took - asked_at
+        assert "rare" in s._controls.paused
+        assert change.reason == "pause by ops"
+        await changer.stop()
+        await s.stop()
+
+    run(scenario())
 
 
 async def kill_wake_connections(backend: Backend) -> int:

@@ -11,6 +11,7 @@ import pytest
 from anarchon.backends import Backend, from_url, wakeups
 from anarchon.backends.base import Wakeup
 from anarchon.backends.wakeups import (
+    changed_payload,
     keep_listening,
     parse_payload,
     released_payload,
@@ -23,12 +24,13 @@ def test_payloads_round_trip() -> None:
     assert parse_payload(released_payload("a:b", 1700000000000, 2)) == Wakeup(
         "released", "a:b", 1700000000000, 2)
     assert parse_payload(trigger_payload("job").encode()) == Wakeup("trigger", "job")
+    assert parse_payload(changed_payload("é:{x}")) == Wakeup("changed", "é:{x}")
 
 
 @pytest.mark.parametrize("raw", [
     "", "not json", "[]", '{"k": "released", "job": "x"}', '{"k": "trigger"}',
     '{"k": "trigger", "job": 3}', '{"k": "released", "job": "x", "slot": "1", "attempt": 1}',
-    '{"k": "other", "job": "x"}', b"\xff",
+    '{"k": "other", "job": "x"}', '{"k": "changed", "job": null}', b"\xff",
 ])
 def test_foreign_messages_are_ignored(raw: str | bytes) -> None:
     assert parse_payload(raw) is None

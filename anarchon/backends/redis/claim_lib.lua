@@ -1,11 +1,13 @@
 -- Claim logic shared by claim.lua (one run) and claim_many.lua (a batch).
 -- See ClaimRequest in backends/base.py for the rules.
--- A request is 10 ARGV values from position base + 1: slot, owner, reason, lease_ms,
+-- A request is 11 ARGV values from position base + 1: slot, owner, reason, lease_ms,
 -- max_late_ms, max_attempts, overlap, catch_up_ms, expected_attempt, since_ms (catch-up:
--- when the job was first seen; takeover: since when the server is up; -1 unknown); its 5 KEYS from position kbase + 1: runs (hash slot -> state), active
--- (zset slot -> lease_until), done (zset slot -> finished ms), att, hist.
-local CLAIM_ARGS = 10
-local CLAIM_KEYS = 5
+-- when the job was first seen; takeover: since when the server is up; -1 unknown),
+-- version (the control version the claim was planned from); its 6 KEYS from position
+-- kbase + 1: runs (hash slot -> state), active (zset slot -> lease_until), done (zset
+-- slot -> finished ms), att, hist, control (hash: v -> the job's control version).
+local CLAIM_ARGS = 11
+local CLAIM_KEYS = 6
 
 -- Validate one request (raises before any write); returns it as a table.
 local function claim_parse(argv, base)
@@ -21,15 +23,17 @@ local function claim_parse(argv, base)
     catch_up = int_arg(argv[base + 8], 'catch_up_ms'),
     expected = int_arg(argv[base + 9], 'expected_attempt'),
     since = int_arg(argv[base + 10], 'since_ms'),
+    version = int_arg(argv[base + 11], 'version'),
   }
   if c.lease <= 0 then error('anarchon: lease_ms must be positive') end
   return c
 end
 
--- Judge and record one validated request at store time now; returns outcome, attempt.
+-- Judge and record one validated request at store time now; returns outcome, attempt and
+-- (for 'stale') the job's stored control version, else 0.
 local function claim_run(keys, kbase, c, now)
   local runs, active, done = keys[kbase + 1], keys[kbase + 2], keys[kbase + 3]
-  local att, hist = keys[kbase + 4], keys[kbase + 5]
+  local att, hist, control = keys[kbase + 4], keys[kbase + 5], keys[kbase + 6]
   local slot, slot_s = c.slot, c.slot_s
   local raw = redis.call('HGET', runs, slot_s)
 
@@ -74,6 +78,10 @@ local function claim_run(keys, kbase, c, now)
 
   -- a claim from an instance whose clock runs ahead: nothing is written, it may come again
   if slot - now > EARLY_MS then return 'early', 0 end
+
+  -- the version fence: planned from an older control record than the stored one
+  local stored = tonumber(redis.call('HGET', control, 'v') or '0')
+  if stored > c.version then return 'stale', 0, stored end
 
   if c.reason == 'scheduled' then
     if now > slot + c.max_late then return 'late', 0 end

@@ -4,12 +4,9 @@ Clients: a URL, a dict of connection kwargs, or the application's own client —
 or valkey-py, asyncio or sync (sync calls run in a worker thread), standalone or Cluster.
 Clients built here are closed by ``RedisStore.close()``; the user's never are.
 
-Keys: every key of one job starts with the hash tag ``{<prefix>:<job>}``, so all of them
-share a Redis Cluster slot and each script's keys are passed in ``KEYS``. Characters that
-would break the tag or the key layout (``{ } : %``) are percent-escaped in the job name,
-so the job part holds no ``:`` and the last ``:`` of a tag ends the prefix: two different
-``(prefix, job)`` pairs never share a key. The registry hash ``<prefix>jobs`` holds the
-key format (``KEY_FORMAT``) under the field ``""`` (never a job name).
+Keys: see ``keys.py`` (a job's keys share its hash tag; the namespace's control keys
+share the trigger list's slot). The registry hash ``<prefix>jobs`` holds the key format
+(``KEY_FORMAT``) under the field ``""`` (never a job name).
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from typing import Any, Literal
@@ -28,16 +24,14 @@ from urllib.parse import urlsplit, urlunsplit
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord
 from ..base import EARLY_TOLERANCE_MS
+from .keys import JobKeys, NamespaceKeys, check_prefix, escape_name
 
 Kind = Literal["redis", "valkey"]
 #: connections in a pool anarchon opens; more concurrent calls wait for one
 MAX_CONNECTIONS = 50
 
-_BAD_PREFIX = re.compile(r"[{}*?\[\]\\\s\x00]")
-_ESCAPES = {"%": "%25", "{": "%7B", "}": "%7D", ":": "%3A"}
-_ESCAPE_RE = re.compile("[%{}:]")
 _SCRIPT_NAMES = ("claim", "claim_many", "heartbeat", "release", "finish", "finish_many",
-                 "manual", "read", "register", "claim_script", "triggers", "note")
+                 "manual", "read", "register", "claim_script", "triggers", "note", "control")
 #: libraries prepended (after common.lua) to the scripts that share their functions
 _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
                 "finish": ("finish_lib",), "finish_many": ("finish_lib",)}
@@ -45,66 +39,6 @@ _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
 
 #: the layout of the keys: 1 was ``{<prefix><job>}`` (pairs could collide), 2 adds ``:``
 KEY_FORMAT = "2"
-
-
-def check_prefix(prefix: object) -> str:
-    """Validate a key prefix: refuse characters that would break key patterns or tags."""
-    if not isinstance(prefix, str):
-        raise TypeError(f"prefix must be a str, got {type(prefix).__name__}: {prefix!r}")
-    if not prefix:
-        raise ValueError("invalid prefix '': it must not be empty (every key of a namespace "
-                         "starts with it; the default is 'cron:')")
-    if _BAD_PREFIX.search(prefix):
-        raise ValueError(f"invalid prefix {prefix!r}: it must not contain whitespace or any "
-                         "of { } * ? [ ] \\ (they break hash tags and key patterns)")
-    if len(prefix) > 100:
-        raise ValueError(f"invalid prefix {prefix!r}: at most 100 characters")
-    return prefix
-
-
-def escape_name(name: str) -> str:
-    return _ESCAPE_RE.sub(lambda m: _ESCAPES[m.group()], name)
-
-
-@dataclass(frozen=True)
-class JobKeys:
-    """The keys of one job; they all share the hash tag ``{<prefix>:<job>}``."""
-
-    tag: str
-
-    @property
-    def runs(self) -> str:
-        return f"{self.tag}:runs"
-
-    @property
-    def active(self) -> str:
-        return f"{self.tag}:active"
-
-    @property
-    def done(self) -> str:
-        return f"{self.tag}:done"
-
-    @property
-    def att(self) -> str:
-        return f"{self.tag}:att"
-
-    @property
-    def hist(self) -> str:
-        return f"{self.tag}:hist"
-
-    @property
-    def stream(self) -> str:
-        return f"{self.tag}:stream"
-
-    @property
-    def seen(self) -> str:
-        return f"{self.tag}:seen"
-
-    @property
-    def every_key(self) -> tuple[str, ...]:
-        """All of the job's keys (for purging a namespace)."""
-        return (self.runs, self.active, self.done, self.att, self.hist, self.stream,
-                self.seen)
 
 
 def _load_script(name: str) -> str:
@@ -324,6 +258,11 @@ class RedisStore:
 
     def keys(self, name: str) -> JobKeys:
         return JobKeys("{" + self.prefix + ":" + escape_name(name) + "}")
+
+    @property
+    def namespace(self) -> NamespaceKeys:
+        """The namespace's control keys (one Cluster slot: the trigger list's)."""
+        return NamespaceKeys(self.triggers_key)
 
     @property
     def jobs_key(self) -> str:

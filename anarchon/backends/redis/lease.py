@@ -9,8 +9,12 @@ Per job (all keys share the hash tag ``{<prefix>:<job>}``):
   ``retain_runs_ms``;
 * ``att``/``hist`` attempt records (hash ``"<slot>:<attempt>" -> JSON``, zset scored by
   start) trimmed to ``history_size``/``history_ttl`` (running attempts are kept);
+* ``control``/``changes`` the job's control record (read by the claims' version fence)
+  and change log;
 
-and one registry hash ``<prefix>jobs`` (``name -> {kind, schedule, first_seen}``).
+and one registry hash ``<prefix>jobs`` (``name -> {kind, schedule, first_seen}``). The
+namespace's control index, generation and handler offers share the trigger list's slot
+(see ``control.py`` for runtime control, and the order of a change's writes on a Cluster).
 
 All times come from the server's ``TIME``. On Redis Cluster, a heartbeat over several
 jobs is one script call per job (sent concurrently); on a single server it is one call.
@@ -42,11 +46,11 @@ from ..base import (
     LeaseBackend,
     RunKey,
     RunState,
-    TriggerRequest,
     Wakeup,
 )
 from ..wakeups import keep_listening, released_payload, trigger_payload
 from .connection import Kind, RedisStore, check_driver, info_dict, read_history, text
+from .control import RedisControl
 from .records import (
     finish_args,
     finish_record,
@@ -64,7 +68,7 @@ STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
 logger = logging.getLogger("anarchon")
 
 
-class RedisBackend(RedisValues, LeaseBackend):
+class RedisBackend(RedisControl, RedisValues, LeaseBackend):
     """Redis (5+) as the store, holding leases (``strategy="lease"``, the only one).
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
@@ -80,6 +84,7 @@ class RedisBackend(RedisValues, LeaseBackend):
     supports_triggers = True
     supports_claim_batches = True
     supports_values = True
+    supports_control = True
 
     def __init__(self, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
                  prefix: str = "cron:", cluster: bool | None = None,
@@ -100,6 +105,7 @@ class RedisBackend(RedisValues, LeaseBackend):
         self.store = RedisStore(self.kind, redis, prefix, cluster)
         self.name = f"{self.kind}:lease"
         self._first_seen: dict[str, int] = {}
+        self._fenced: dict[str, int] = {}
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Backend:
@@ -148,14 +154,17 @@ class RedisBackend(RedisValues, LeaseBackend):
         return await known_jobs(self.store)
 
     async def purge(self) -> int:
-        """Unlink the keys of every job registered under this prefix, then the prefix's own
-        keys; one command per job (a job's keys share one cluster slot)."""
+        """Unlink the keys of every job registered under this prefix or holding a control
+        record, then the prefix's own keys; one command per job (a job's keys share one
+        cluster slot) and one for the trigger list's slot."""
+        store = self.store
+        names = {job.name for job in await known_jobs(store)} | set(await self._control_names())
         removed = 0
-        for job in await known_jobs(self.store):
-            removed += int(await self.store.command(
-                "UNLINK", *self.store.keys(job.name).every_key))
-        for key in (self.store.triggers_key, self.store.jobs_key):
-            removed += int(await self.store.command("UNLINK", key))
+        for name in sorted(names):
+            removed += int(await store.command("UNLINK", *store.keys(name).every_key))
+        removed += int(await store.command("UNLINK", store.triggers_key,
+                                           *store.namespace.every_key))
+        removed += int(await store.command("UNLINK", store.jobs_key))
         return removed
 
     async def _first_seen_ms(self, name: str) -> int:
@@ -174,16 +183,32 @@ class RedisBackend(RedisValues, LeaseBackend):
         k = self.store.keys(name)
         return [k.runs, k.active, k.done, k.att, k.hist]
 
-    async def claim(self, request: ClaimRequest) -> ClaimResult:
-        """One EVALSHA: server time, lateness, overlap, takeover rules, record the claim."""
-        up_since = await self._up_since_ms([request])
-        reply = await self.store.script("claim", self._run_keys(request.name), [
+    def _claim_keys(self, name: str) -> list[str]:
+        # the control record is in the job's slot: the version fence costs no round trip
+        return [*self._run_keys(name), self.store.keys(name).control]
+
+    async def _claim_args(self, request: ClaimRequest, up_since: int) -> list[str]:
+        """The 11 script arguments of one claim (see claim_lib.lua)."""
+        return [str(a) for a in (
             request.slot, request.owner, request.reason, request.lease_ms,
             request.max_late_ms, request.max_attempts, request.overlap,
             request.catch_up_ms, request.expected_attempt,
-            await self._since_ms(request, up_since)])
-        outcome = text(reply[0])
-        return ClaimResult(outcome, int(reply[1]), int(reply[2]))  # type: ignore[arg-type]
+            await self._since_ms(request, up_since), request.version)]
+
+    def _result(self, request: ClaimRequest, outcome: Any, attempt: Any, now: Any,
+                stored: Any) -> ClaimResult:
+        result = ClaimResult(text(outcome), int(attempt), int(now))  # type: ignore[arg-type]
+        if result.outcome == "stale":
+            self._refused_stale(request.name, int(stored))
+        return result
+
+    async def claim(self, request: ClaimRequest) -> ClaimResult:
+        """One EVALSHA: server time, lateness, the version fence, overlap, takeover rules,
+        record the claim."""
+        up_since = await self._up_since_ms([request])
+        reply = await self.store.script("claim", self._claim_keys(request.name),
+                                        await self._claim_args(request, up_since))
+        return self._result(request, *reply[:4])
 
     async def claim_many(self, requests: Sequence[ClaimRequest]
                          ) -> list[ClaimResult | Exception]:
@@ -198,17 +223,14 @@ class RedisBackend(RedisValues, LeaseBackend):
         args: list[str] = []
         up_since = await self._up_since_ms(requests)
         for request in requests:
-            keys += self._run_keys(request.name)
-            args += [str(request.slot), request.owner, request.reason, str(request.lease_ms),
-                     str(request.max_late_ms), str(request.max_attempts), request.overlap,
-                     str(request.catch_up_ms), str(request.expected_attempt),
-                     str(await self._since_ms(request, up_since))]
+            keys += self._claim_keys(request.name)
+            args += await self._claim_args(request, up_since)
         # the arguments travel as one JSON array of strings (data, never code)
         reply = await self.store.script("claim_many", keys, [
             len(requests), json.dumps(args, ensure_ascii=False)])
-        now = int(reply[0])
-        return [ClaimResult(text(reply[2 * i + 1]), int(reply[2 * i + 2]), now)  # type: ignore[arg-type]
-                for i in range(len(requests))]
+        return [self._result(request, reply[3 * i + 1], reply[3 * i + 2], reply[0],
+                             reply[3 * i + 3])
+                for i, request in enumerate(requests)]
 
     async def _up_since_ms(self, requests: Sequence[ClaimRequest]) -> int:
         """Since when (server ms) the server is up, read for takeovers only (``-1`` when
@@ -370,19 +392,14 @@ class RedisBackend(RedisValues, LeaseBackend):
             logger.debug("trigger wake-up not sent: %s", exc)
         return request_id
 
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Take the pending requests for these jobs (one script call)."""
-        taken = await self.store.script("triggers", [self.store.triggers_key], list(names))
-        requests = [json.loads(text(raw)) for raw in taken or []]
-        return [TriggerRequest(r["id"], r["job"], r["data"]) for r in requests]
-
     async def history(self, name: str, count: int) -> list[RunRecord]:
         """Newest-first attempts from every instance (connects on demand)."""
         return await read_history(self.store, name, count)
 
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
         """``SUBSCRIBE <prefix>wake`` on a dedicated connection and deliver wake-ups
-        (hand-overs published by the release script, trigger requests) until cancelled;
+        (hand-overs published by the release script, trigger requests, control
+        changes) until cancelled;
         reconnects by itself. A sync client passed in has no asyncio pub/sub: returns at
         once and the engine polls."""
         await self.store.connect()

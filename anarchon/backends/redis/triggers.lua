@@ -1,8 +1,10 @@
--- Take the pending trigger requests for some jobs; each request is taken once.
--- KEYS: triggers (list of JSON {id, job, data})
+-- Take the pending trigger requests for some jobs; each request is taken once. Also
+-- reads the namespace's control generation: an instance's whole poll is this one call.
+-- KEYS: triggers (list of JSON {id, job, data}), generation (integer; same slot)
 -- ARGV: the job names this instance runs
--- Returns the taken requests (JSON), oldest first; {} at the cost of one LLEN when idle.
-if redis.call('LLEN', KEYS[1]) == 0 then return {} end
+-- Returns {generation, {taken requests (JSON), oldest first}}; a GET and an LLEN when idle.
+local generation = tonumber(redis.call('GET', KEYS[2]) or '0')
+if redis.call('LLEN', KEYS[1]) == 0 then return {generation, {}} end
 local wanted = {}
 for i = 1, #ARGV do wanted[ARGV[i]] = true end
 local taken, kept = {}, {}
@@ -20,4 +22,4 @@ if #taken > 0 then
     redis.call('RPUSH', KEYS[1], unpack(kept, i, math.min(i + 999, #kept)))
   end
 end
-return taken
+return {generation, taken}
