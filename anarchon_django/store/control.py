@@ -43,6 +43,8 @@ class ControlOperations:
     """The control calls of ``Store`` (synchronous; in the thread owning the connection)."""
 
     alias: str
+    #: the poll's query, as the ORM compiled it for this database (in ``poll``)
+    _poll_sql: tuple[str, tuple[Any, ...]] | None = None
 
     def now(self) -> int:
         raise NotImplementedError  # provided by Store
@@ -68,12 +70,19 @@ class ControlOperations:
     def _generations(self) -> Any:
         return StoreGeneration.objects.using(self.alias)
 
+    def _control_rows(self, name: str) -> list[tuple[int, str, int]]:
+        """``(pk, job, version)`` of the rows ``job = name`` matches, locked until the
+        caller's transaction ends. On MySQL/MariaDB that can be another job's row:
+        their default collations ignore case and trailing spaces, so the callers compare
+        the names again in Python."""
+        return list(self._controls().select_for_update().filter(job=name)
+                    .values_list("pk", "job", "version"))
+
     def control_version(self, name: str) -> int:
-        """Job ``name``'s stored control version (0: no record), its row locked until
-        the caller's transaction ends: the version fence of a claim."""
-        version: int | None = (self._controls().select_for_update().filter(job=name)
-                               .values_list("version", flat=True).first())
-        return version or 0
+        """Job ``name``'s stored control version (0: no record), its row locked: the
+        version fence of a claim."""
+        return next((version for _, job, version in self._control_rows(name)
+                     if job == name), 0)
 
     def _lock_generation(self) -> bool:
         """Lock the generation row (in the caller's transaction); False if it is gone."""
@@ -104,9 +113,16 @@ class ControlOperations:
     def poll(self, names: Sequence[str]) -> Poll:
         """The generation and whether any trigger is pending, in one query; the
         triggers for ``names`` are taken only when some are pending."""
-        row = (self._generations().filter(pk=GENERATION_ID)
-               .annotate(pending=Exists(StoreTrigger.objects.all()))
-               .values_list("value", "pending").first())
+        if self._poll_sql is None:
+            # compiled once: building the queryset costs more than running it
+            # (sql_with_params() would compile for the default database, not this one)
+            query = (self._generations().filter(pk=GENERATION_ID)
+                     .annotate(pending=Exists(StoreTrigger.objects.all()))
+                     .values_list("value", "pending").query)
+            self._poll_sql = query.get_compiler(using=self.alias).as_sql()
+        with connections[self.alias].cursor() as cursor:
+            cursor.execute(*self._poll_sql)
+            row = cursor.fetchone()
         if row is None:
             self._make_generation()
             generation, pending = 0, bool(self._triggers().exists())
@@ -132,8 +148,15 @@ class ControlOperations:
         to the job's change log, in one transaction; the new version, or 0."""
         with self._locked():
             now = self.now()
-            current = (self._controls().select_for_update().filter(job=change.name)
-                       .values_list("pk", "version").first())
+            rows = self._control_rows(change.name)
+            current = next(((pk, version) for pk, job, version in rows
+                            if job == change.name), None)
+            if current is None and rows:
+                raise ValueError(
+                    f"job {change.name!r}: database {self.alias!r} compares job names "
+                    f"without regard to case or trailing spaces (its collation) and "
+                    f"already holds the control record of job {rows[0][1]!r}; give the "
+                    "job a name that differs in more than that")
             if (0 if current is None else current[1]) != change.expected_version:
                 return 0
             version = change.expected_version + 1

@@ -364,7 +364,8 @@ class Store(ControlOperations):
         """Delete every row of the store but the generation (raised); how many."""
         with self._locked():
             return sum(int(rows.all().delete()[0]) for rows in (
-                self._triggers(), self._attempts(), self._runs(), self._jobs())
+                # claims lock the job's row first: so does this (no deadlock with one)
+                self._jobs(), self._runs(), self._attempts(), self._triggers())
             ) + self.purge_control()
 
     def forget(self, name: str) -> int:
