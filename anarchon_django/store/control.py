@@ -84,10 +84,12 @@ class ControlOperations:
         return next((version for _, job, version in self._control_rows(name)
                      if job == name), 0)
 
-    def _lock_generation(self) -> bool:
-        """Lock the generation row (in the caller's transaction); False if it is gone."""
-        return (self._generations().select_for_update().filter(pk=GENERATION_ID)
-                .values_list("value", flat=True).first()) is not None
+    def _lock_generation(self) -> int | None:
+        """Lock the generation row (in the caller's transaction); its value, or None if
+        it is gone."""
+        value: int | None = (self._generations().select_for_update().filter(
+            pk=GENERATION_ID).values_list("value", flat=True).first())
+        return value
 
     def _make_generation(self) -> None:
         """Make the generation row again (a test database's flush deletes it), at 0:
@@ -96,13 +98,15 @@ class ControlOperations:
                                         ignore_conflicts=True)
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        """A transaction holding the generation row's lock (made again if missing)."""
+    def _locked(self) -> Iterator[int]:
+        """A transaction holding the generation row's lock (made again if missing);
+        yields the generation."""
         for _ in range(3):
             with transaction.atomic(using=self.alias):
                 self._sqlite_write_lock()
-                if self._lock_generation():
-                    yield
+                generation = self._lock_generation()
+                if generation is not None:
+                    yield int(generation)
                     return
             self._make_generation()
         raise StoreError(f"Django database {self.alias!r}: the control generation row "
@@ -132,9 +136,7 @@ class ControlOperations:
 
     def read_controls(self) -> ControlSnapshot:
         """The generation, every record and the live offers, as of one generation."""
-        with self._locked():
-            generation: int = (self._generations().filter(pk=GENERATION_ID)
-                               .values_list("value", flat=True).get())
+        with self._locked() as generation:
             rows = list(self._controls().values_list("job", "version", "record"))
             offers = list(self._offers().filter(seen__gt=self.now() - OFFER_TTL_MS)
                           .values_list("instance", "handlers"))
@@ -154,7 +156,7 @@ class ControlOperations:
             if current is None and rows:
                 raise ValueError(
                     f"job {change.name!r}: database {self.alias!r} compares job names "
-                    f"without regard to case or trailing spaces (its collation) and "
+                    "without regard to case or trailing spaces (its collation) and "
                     f"already holds the control record of job {rows[0][1]!r}; give the "
                     "job a name that differs in more than that")
             if (0 if current is None else current[1]) != change.expected_version:
