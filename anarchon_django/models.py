@@ -14,9 +14,20 @@ from __future__ import annotations
 
 from django.db import models
 
-from .store.models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
+from .store.models import (
+    StoreAttempt,
+    StoreChange,
+    StoreControl,
+    StoreGeneration,
+    StoreJob,
+    StoreOffer,
+    StoreRun,
+    StoreTrigger,
+    StoreValue,
+)
 
-__all__ = ["DynamicJob", "Job", "Run", "StoreAttempt", "StoreJob", "StoreRun", "StoreTrigger",
+__all__ = ["DynamicJob", "Job", "Run", "StoreAttempt", "StoreChange", "StoreControl",
+           "StoreGeneration", "StoreJob", "StoreOffer", "StoreRun", "StoreTrigger",
            "StoreValue"]
 
 

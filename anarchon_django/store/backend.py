@@ -29,10 +29,12 @@ from anarchon.backends.base import (
     HeldRun,
     JobSpec,
     LeaseBackend,
+    Poll,
     RunKey,
     RunState,
     TriggerRequest,
 )
+from anarchon.backends.control import ControlChange, ControlSnapshot
 from anarchon.durations import DurationLike, parse_duration
 from anarchon.errors import IncompatibleStoreError
 from anarchon.history import RunRecord, RunStatus
@@ -72,6 +74,7 @@ class DjangoBackend(LeaseBackend):
     name = "django"
     supports_triggers = True
     supports_values = True
+    supports_control = True
 
     def __init__(self, database: str | None = None, *,
                  trigger_ttl: DurationLike = 60.0) -> None:
@@ -103,7 +106,9 @@ class DjangoBackend(LeaseBackend):
         tables = await self._thread.call(self._tables)
         missing = sorted({"anarchon_django_store_job", "anarchon_django_store_run",
                           "anarchon_django_store_attempt", "anarchon_django_store_trigger",
-                          "anarchon_django_store_value"} - tables)
+                          "anarchon_django_store_value", "anarchon_django_store_control",
+                          "anarchon_django_store_change", "anarchon_django_store_offer",
+                          "anarchon_django_store_generation"} - tables)
         if missing:
             raise IncompatibleStoreError(
                 f"the anarchon store tables {missing} are missing from database "
@@ -173,3 +178,27 @@ class DjangoBackend(LeaseBackend):
     async def swap_value(self, name: str, field: str, expected: str | None,
                          value: str) -> bool:
         return await self._call(lambda: self.store.swap_value(name, field, expected, value))
+
+    async def poll(self, names: Sequence[str]) -> Poll:
+        """The pending triggers and the control generation: one query when none is
+        pending."""
+        return await self._call(lambda: self.store.poll(names))
+
+    async def read_controls(self) -> ControlSnapshot:
+        return await self._call(self.store.read_controls)
+
+    async def change_control(self, change: ControlChange) -> int:
+        """Compare-and-set of job ``change.name``'s control record (one transaction).
+        The store has no wake-up channel: instances see the change at their next poll."""
+        return await self._call(lambda: self.store.change_control(change))
+
+    async def change_log(self, name: str, count: int) -> list[str]:
+        return await self._call(lambda: self.store.change_log(name, count))
+
+    async def offer_handlers(self, instance_id: str, handlers: Sequence[str]) -> None:
+        await self._call(lambda: self.store.offer_handlers(instance_id, handlers))
+
+    async def purge(self) -> int:
+        """Delete every job, run, attempt, trigger, control record, change-log entry and
+        handler offer (the tables stay; so do shared values)."""
+        return await self._call(self.store.purge)

@@ -1,9 +1,9 @@
-"""The store of the ``"django"`` backend: five ordinary models in the project's database.
+"""The store of the ``"django"`` backend: nine ordinary models in the project's database.
 
 Times are integers, epoch milliseconds of the *database's* clock (see
 ``anarchon_django.store.clock``), exactly as the core's other stores keep them, so a
 slot compares with ``lease_until`` without time-zone or precision conversions on any
-database. ``sqlmigrate anarchon_django 0002`` shows the DDL.
+database. ``sqlmigrate anarchon_django 0002`` (and 0003, 0005) show the DDL.
 """
 
 from __future__ import annotations
@@ -121,3 +121,74 @@ class StoreValue(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job}.{self.field}"
+
+
+class StoreControl(models.Model):
+    """A job's runtime-control record (``anarchon.backends.control``): its version (1, 2,
+    … per job) and the engine's JSON text (paused, schedule override, dynamic job)."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    job: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH, unique=True)
+    version: models.BigIntegerField[int, int] = models.BigIntegerField()
+    record: models.TextField[str, str] = models.TextField()
+    changed: models.BigIntegerField[int, int] = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_control"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return f"{self.job} v{self.version}"
+
+
+class StoreChange(models.Model):
+    """One entry (JSON: who changed what) of a job's change log; the newest
+    ``CHANGE_LOG_SIZE`` per job are kept."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    job: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH)
+    changed: models.BigIntegerField[int, int] = models.BigIntegerField()
+    entry: models.TextField[str, str] = models.TextField()
+
+    class Meta:
+        db_table = "anarchon_django_store_change"
+        default_permissions = ()
+        indexes = (models.Index(fields=("job", "id"), name="anarchon_store_change_job"),)
+
+    def __str__(self) -> str:
+        return f"{self.job} ({self.id})"
+
+
+class StoreOffer(models.Model):
+    """The handler names one running instance offers (a JSON list), stamped ``seen``
+    with the store's clock; listed while younger than ``OFFER_TTL_MS``."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    instance: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH, unique=True)
+    handlers: models.TextField[str, str] = models.TextField()
+    seen: models.BigIntegerField[int, int] = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_offer"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return str(self.instance)
+
+
+class StoreGeneration(models.Model):
+    """The control generation: one row (``id`` 1) whose ``value`` grows with every
+    change. The trigger poll reads it in the same query that looks for triggers, and
+    every change locks it first, so changes are serialised and a locked read of it
+    gives a consistent snapshot of the records."""
+
+    id: models.PositiveSmallIntegerField[int, int] = models.PositiveSmallIntegerField(
+        primary_key=True)
+    value: models.BigIntegerField[int, int] = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_generation"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return str(self.value)

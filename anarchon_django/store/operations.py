@@ -10,6 +10,8 @@ that takes the database's write lock at once, so a read lock is never upgraded �
 upgrade is what deadlocks deferred SQLite transactions). Fenced writes (renew, release,
 finish, note) are ``UPDATE … WHERE owner = … AND attempt = …`` whose row count is the
 answer. The unique constraint settles two claims of one slot of a job nobody registered.
+The version fence of runtime control is a locked read of the job's control row inside
+the claim's transaction (``anarchon_django.store.control``).
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from anarchon.backends.base import (
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
+from .control import ControlOperations
 from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 from .worker import database_ms
 
 
-class Store:
+class Store(ControlOperations):
     """Store operations on database ``alias``; call them in the thread that owns it."""
 
     def __init__(self, alias: str, trigger_ttl_ms: int = 60_000) -> None:
@@ -115,6 +118,8 @@ class Store:
                 return self._takeover(req, run, now)
             if req.slot - now > EARLY_TOLERANCE_MS:
                 return result("early")
+            if self.control_version(req.name) > req.version:
+                return result("stale")
             if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
                 return result("late")
             if req.reason == "catch-up" and (
@@ -299,6 +304,9 @@ class Store:
         Requests older than ``trigger_ttl_ms`` are deleted, not returned."""
         if not self._triggers().exists():
             return []
+        return self._take(names)
+
+    def _take(self, names: Sequence[str]) -> list[TriggerRequest]:
         with transaction.atomic(using=self.alias):
             self._sqlite_write_lock()
             self._triggers().filter(requested_at__lt=self.now() - self.trigger_ttl_ms).delete()
@@ -351,6 +359,14 @@ class Store:
                 return False
             self._values().filter(pk=row.pk).update(value=value)
             return True
+
+    def purge(self) -> int:
+        """Delete every row of the store but the generation (raised); how many."""
+        with self._locked():
+            return sum(int(rows.all().delete()[0]) for rows in (
+                # claims lock the job's row first: so does this (no deadlock with one)
+                self._jobs(), self._runs(), self._attempts(), self._triggers())
+            ) + self.purge_control()
 
     def forget(self, name: str) -> int:
         """Delete every row of job ``name``; how many were deleted."""

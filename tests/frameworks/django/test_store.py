@@ -16,14 +16,16 @@ from django.core.management import call_command
 from django.db import connections
 from django.db.models import Model
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 
 from anarchon import SqliteBackend, from_url
 from anarchon.backends import Backend
-from anarchon.backends.base import ClaimRequest, Finish, JobSpec
+from anarchon.backends.base import ClaimRequest, Finish, JobSpec, Poll
+from anarchon.backends.control import ControlChange
 from anarchon_django.backend import django_backend
 from anarchon_django.conf import SettingsError
 from anarchon_django.store.backend import DjangoBackend
-from anarchon_django.store.models import StoreAttempt, StoreJob
+from anarchon_django.store.models import StoreAttempt, StoreGeneration, StoreJob
 from tests.stores import in_ci
 from tests.stores.django_support import admin, server_config, server_url, unavailable
 
@@ -154,3 +156,35 @@ def test_an_old_install_upgrades_in_place_keeping_its_history(
     assert job.schedule == "0 2 * * *" and job.first_seen <= slot
     records = DjangoBackend(legacy_alias).store.history("nightly", 5)
     assert [r.error for r in records] == ["KeyError: 'x'"]
+
+
+@pytest.mark.django_db(databases=["default", "memory"])
+def test_the_migrations_match_the_store_models() -> None:
+    out = io.StringIO()
+    call_command("makemigrations", "anarchon_django", check=True, dry_run=True, stdout=out)
+    assert "No changes detected" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "memory"])
+def test_the_idle_poll_is_one_query_with_the_generation() -> None:
+    store = DjangoBackend("memory").store
+    store.poll(["job"])  # the flush ending the previous test deleted the generation row
+    with CaptureQueriesContext(connections["memory"]) as queries:
+        assert store.poll(["job"]) == Poll([], 0)
+    assert len(queries) == 1, [q["sql"] for q in queries]
+    assert store.change_control(ControlChange("job", 0, "{}", "{}")) == 1
+    assert store.poll(["job"]).generation == 1
+
+
+@pytest.mark.django_db(transaction=True, databases=["default", "memory"])
+def test_a_deleted_generation_row_is_made_again() -> None:
+    store = DjangoBackend("memory").store
+    StoreGeneration.objects.using("memory").all().delete()  # what a flush does
+    assert store.poll(["job"]).generation == 0
+    assert store.read_controls().generation == 0
+    StoreGeneration.objects.using("memory").all().delete()
+    assert store.change_control(ControlChange("job", 0, '{"paused":true}', "{}")) == 1
+    snapshot = store.read_controls()
+    assert snapshot.generation == 1 and snapshot.records["job"].version == 1
+    assert store.purge() == 2  # the record and its log entry; the generation stays
+    assert store.read_controls().generation == 2
