@@ -1,15 +1,25 @@
-"""The anarchon command: read jobs and history from any store.
+"""The anarchon command: read jobs and history from any store, and control jobs at runtime.
 
 Examples:
 
-  anarchon jobs --backend sqlite:///jobs.db
+  anarchon jobs --backend sqlite:///jobs.db [--json]
   anarchon history JOB --backend redis://localhost:6379?prefix=cron: [--count 20] [-v] [--json]
+  anarchon pause JOB [--by TEXT]    /    anarchon resume JOB [--by TEXT]
+  anarchon reschedule JOB --every 5m [--offset 10s] | --cron "0 3 * * *" [--timezone TZ] | --reset
+  anarchon add JOB --handler NAME (--every D | --cron EXPR [--timezone TZ] | --at ISO)
+               [--params JSON] [--option key=value ...] [--replace]
+  anarchon remove JOB
+  anarchon changes JOB [--count 20] [--json]
   anarchon purge --backend postgresql://app@db/app [--yes]
   anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
 
-Exit status: 0 on success, 1 when the store cannot be read or the job is unknown,
-2 for a usage error (a missing option, a malformed backend URL). Errors are one line on
-stderr; add --traceback to see where they came from.
+The store comes from --backend URL or $ANARCHON_BACKEND. A change is live on every
+running instance within one heartbeat (at once with Redis, Valkey or PostgreSQL).
+
+Exit status: 0 on success, 1 when the store cannot be used (unreachable, or without
+runtime control) or the job is unknown, 2 for a usage error (a missing option, a malformed
+backend URL, a change refused as given: a bad cron, bad --params JSON). Errors are one
+line on stderr; add --traceback to see where they came from.
 """
 
 from __future__ import annotations
@@ -24,8 +34,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backends import Backend
+from .cli_control import COMMANDS as CONTROL_COMMANDS
+from .cli_control import add_parsers as add_control_parsers
+from .cli_control import check as check_control
+from .cli_control import run as run_control
 from .clierrors import CliFailure, UsageFailure, backend_for, check_readable, report
 from .engine import AsyncScheduler
+from .history import JobInfo
 from .scenarios.cli import add_parser as add_scenarios_parser
 from .scenarios.cli import run as run_scenarios
 from .tracebacks import summary
@@ -61,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
                     "first. Without --yes it only lists the jobs.")
     purge.add_argument("--yes", action="store_true",
                        help="really delete (without it, only list what would go)")
+    add_control_parsers(commands, store)
     add_scenarios_parser(commands)
     return parser
 
@@ -79,14 +95,56 @@ async def _read(args: argparse.Namespace, backend: Backend) -> list[Any]:
     scheduler = AsyncScheduler(backend)
     try:
         jobs = list(await scheduler.jobs())
-        if args.command == "jobs":
-            return jobs
         if args.job not in {job.name for job in jobs}:
             known = ", ".join(job.name for job in jobs) or "none"
             raise CliFailure(f"unknown job {args.job!r} (jobs in this store: {known})")
         return list(await scheduler.history(args.job, args.count))
     finally:
         await scheduler.stop()
+
+
+async def _jobs(backend: Backend) -> tuple[list[JobInfo], dict[str, list[str]]]:
+    """Every job with its effective schedule, and the handler names instances offer."""
+    scheduler = AsyncScheduler(backend)
+    try:
+        jobs = list(await scheduler.jobs())
+        offers = await scheduler.offered_handlers() if backend.supports_control else {}
+        return jobs, offers
+    finally:
+        await scheduler.stop()
+
+
+def _print_jobs(args: argparse.Namespace, jobs: list[JobInfo],
+                offers: dict[str, list[str]]) -> None:
+    if args.json:
+        print(json.dumps({"jobs": [_plain(job) for job in jobs],
+                          "handlers": {k: sorted(v) for k, v in sorted(offers.items())}},
+                         indent=2))
+        return
+    if not jobs:
+        print("no jobs in this store", file=sys.stderr)
+    else:
+        name_w = max(len("NAME"), *(len(job.name) for job in jobs))
+        when_w = max(len("SCHEDULE"), *(len(job.schedule) for job in jobs))
+        print(f"{'NAME':{name_w}}  {'SCHEDULE':{when_w}}  {'SOURCE':8}  "
+              f"{'NEXT RUN (UTC)':19}  STATE")
+        for job in jobs:
+            next_run = "-" if job.next_run is None else f"{job.next_run:%Y-%m-%d %H:%M:%S}"
+            print(f"{job.name:{name_w}}  {job.schedule:{when_w}}  {job.source:8}  "
+                  f"{next_run:19}  {_state(job)}".rstrip())
+    if offers:
+        print("\nhandlers offered (instance: handler names):")
+        for instance, names in sorted(offers.items()):
+            print(f"  {instance}: {', '.join(sorted(names)) or '-'}")
+
+
+def _state(job: JobInfo) -> str:
+    """PAUSED, and a dynamic job's handler with the instances that can run it."""
+    parts = ["PAUSED"] if job.paused else []
+    if job.handler is not None:
+        runnable = ", ".join(job.runnable_by) or "no instance offers it"
+        parts.append(f"handler {job.handler} (runnable by: {runnable})")
+    return "  ".join(parts)
 
 
 async def _purge(args: argparse.Namespace, backend: Backend) -> str:
@@ -101,23 +159,19 @@ async def _purge(args: argparse.Namespace, backend: Backend) -> str:
         await backend.close()
 
 
-def _print(args: argparse.Namespace, rows: list[Any]) -> None:
+def _print_history(args: argparse.Namespace, rows: list[Any]) -> None:
     if args.json:
         print(json.dumps([_plain(row) for row in rows], indent=2))
         return
     if not rows:
-        print("no jobs in this store" if args.command == "jobs" else "no runs yet",
-              file=sys.stderr)
+        print("no runs yet", file=sys.stderr)
     for row in rows:
-        if args.command == "jobs":
-            print(f"{row.name:30} {row.schedule}")
-        else:
-            duration = f"{row.duration:.3f}s" if row.duration is not None else "-"
-            print(f"{row.started_at:%Y-%m-%d %H:%M:%S}  slot {row.scheduled_at:%H:%M:%S}  "
-                  f"attempt {row.attempt}  {row.reason:9} {row.status:11} {duration:>9}  "
-                  f"{row.instance_id}  {summary(row.error)}")
-            if args.verbose and row.error and row.error.strip() != summary(row.error):
-                print("    " + row.error.replace("\n", "\n    "))
+        duration = f"{row.duration:.3f}s" if row.duration is not None else "-"
+        print(f"{row.started_at:%Y-%m-%d %H:%M:%S}  slot {row.scheduled_at:%H:%M:%S}  "
+              f"attempt {row.attempt}  {row.reason:9} {row.status:11} {duration:>9}  "
+              f"{row.instance_id}  {summary(row.error)}")
+        if args.verbose and row.error and row.error.strip() != summary(row.error):
+            print("    " + row.error.replace("\n", "\n    "))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -130,12 +184,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UsageFailure("give --backend URL or set ANARCHON_BACKEND")
         if args.command == "history" and args.count < 1:
             raise UsageFailure(f"--count must be at least 1, got {args.count}")
+        if args.command in CONTROL_COMMANDS:
+            check_control(args)
         backend = backend_for(args.backend)
         check_readable(backend)
         if args.command == "purge":
             print(asyncio.run(_purge(args, backend)))
+        elif args.command in CONTROL_COMMANDS:
+            asyncio.run(run_control(args, backend))
+        elif args.command == "jobs":
+            _print_jobs(args, *asyncio.run(_jobs(backend)))
         else:
-            _print(args, asyncio.run(_read(args, backend)))
+            _print_history(args, asyncio.run(_read(args, backend)))
     except KeyboardInterrupt:
         return 130
     except Exception as exc:

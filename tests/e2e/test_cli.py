@@ -98,12 +98,17 @@ def test_history_of_an_unknown_job_fails_and_an_empty_one_says_so() -> None:
     assert result.returncode == 0 and result.stdout == ""
     assert result.stderr.strip() == "no runs yet"
     listed = command("jobs", "--backend", url)
-    assert listed.returncode == 0 and listed.stdout.split() == ["known", "every", "1h"]
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split() for line in listed.stdout.splitlines()] == [
+        ["NAME", "SCHEDULE", "SOURCE", "NEXT", "RUN", "(UTC)", "STATE"],
+        ["known", "every", "1h", "code", "-"]]
 
 
 def test_help_is_plain_text() -> None:
     for args in (["--help"], ["jobs", "--help"], ["history", "--help"], ["purge", "--help"],
-                 ["scenarios", "--help"]):
+                 ["scenarios", "--help"], ["pause", "--help"], ["resume", "--help"],
+                 ["reschedule", "--help"], ["add", "--help"], ["remove", "--help"],
+                 ["changes", "--help"]):
         result = command(*args)
         assert result.returncode == 0, result.stderr
         assert "``" not in result.stdout and "usage: anarchon" in result.stdout

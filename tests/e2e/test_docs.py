@@ -35,7 +35,7 @@ def test_docs_build_strict(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     for page in ("getting-started", "concepts", "backends/redis", "guarantees",
                  "frameworks/django", "reference/core", "options", "troubleshooting",
-                 "guides/detach", "guides/schedules"):
+                 "guides/detach", "guides/schedules", "runtime-control"):
         assert (tmp_path / page / "index.html").exists(), page
     reference = html.unescape(re.sub(r"<[^>]+>", "", (tmp_path / "reference" / "core" /
                                                      "index.html").read_text()))
