@@ -12,6 +12,7 @@ one heartbeat, without a restart. Bad input shows the core's message on the form
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -64,6 +65,7 @@ class DynamicJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         rows = [{"info": info, "edit_url": _url("change", info.name),
+                 "params": None if info.params is None else json.dumps(info.params),
                  "delete_url": _url("delete", info.name), "job_url": job_url(info.name)}
                 for info in jobs]
         return TemplateResponse(request, "admin/anarchon_django/dynamic_jobs.html",

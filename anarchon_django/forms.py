@@ -7,7 +7,6 @@ The forms only collect what the user typed; the core checks it (``reschedule()``
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
@@ -23,6 +22,13 @@ _FIELD_WORDS = ("offset", "timezone", "cron", "every", "at=", "params", "handler
                 *DURATION_OPTIONS, *COUNT_OPTIONS, "overlap", "name")
 
 _DURATION_HELP = "seconds, or 500ms, 10s, 5m, 1h30m, 2d"
+
+
+class ParamsField(forms.JSONField):
+    """JSON params; empty (not ``null``) when there are none."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
 
 
 def _text(label: str, help_text: str = "", **kwargs: Any) -> forms.CharField:
@@ -74,7 +80,7 @@ class DynamicJobForm(forms.Form):
     at = forms.DateTimeField(label="At", required=False,
                              help_text="YYYY-MM-DD HH:MM[:SS] in the site's time zone, or "
                                        "ISO 8601 with an offset")
-    params = forms.JSONField(label="Params", required=False,
+    params = ParamsField(label="Params", required=False,
                              widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
                              help_text="JSON the handler receives as ctx.params. Stored in "
                                        "the store as text: never put secrets here.")
@@ -142,7 +148,7 @@ def dynamic_initial(info: Any, schedule: Any) -> dict[str, Any]:
         "name": info.name, "handler": info.handler, "kind": schedule.kind,
         "every": schedule.every, "offset": schedule.offset, "cron": schedule.cron,
         "timezone": schedule.timezone, "at": schedule.at, "enabled": not info.paused,
-        "params": json.dumps(info.params) if info.params is not None else "",
+        "params": info.params,
     }
     for option in (*DURATION_OPTIONS, *COUNT_OPTIONS, "overlap"):
         if option in info.options and info.options[option] is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -27,7 +28,7 @@ BACKENDS = ("sqlite", "django")
 def control_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The backend of this test, configured in ``ANARCHON``; its kind."""
     if request.param == "sqlite":
-        options = {"BACKEND": f"sqlite:///{tmp_path}/control.db"}
+        options: dict[str, Any] = {"BACKEND": f"sqlite:///{tmp_path}/control.db"}
     else:
         options = {"BACKEND": "django", "OPTIONS": {"table": "c_" + uuid.uuid4().hex[:12]}}
     with override_settings(ANARCHON={**settings.ANARCHON, **options}):
