@@ -27,7 +27,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from anarchon import JobNotFoundError
 
 from . import controls, runtime
-from .forms import ScheduleForm, show_error
+from .forms import SCHEDULE_KINDS, ScheduleForm, show_error
 
 #: what a change may raise for bad input; shown as the core says it
 INPUT_ERRORS = (TypeError, ValueError, LookupError)
@@ -101,6 +101,8 @@ class JobControlViews:
                 "kind": split.kind if split.kind in ("every", "cron") else "every",
                 "every": split.every, "offset": split.offset, "cron": split.cron,
                 "timezone": split.timezone})
+        if info is not None and info.source == "dynamic":  # no schedule in code to go back to
+            form.fields["kind"].choices = SCHEDULE_KINDS  # type: ignore[attr-defined]
         history = reverse("admin:anarchon_django_run_changelist") + "?" + urlencode(
             {"job": name})
         return TemplateResponse(request, "admin/anarchon_django/job.html", self._context(

@@ -166,3 +166,15 @@ def test_a_claim_only_backend_says_runtime_control_is_unavailable(staff: Staff) 
         assert "Edit schedule" not in page
         response = client.post(PAUSE, {"job": "greet"}, follow=True)
         assert "does not support runtime control" in messages_of(response)[0]
+
+
+def test_a_dynamic_job_is_rescheduled_but_not_reset(staff: Staff, core: Scheduler) -> None:
+    core.add_job("digest", handler="report", every="1h")
+    client = staff("view_job", "change_job")
+    page = client.get(DETAIL, {"job": "digest"}).content.decode()
+    assert 'data-source="dynamic"' in page and 'value="reset"' not in page
+    response = client.post(DETAIL + "?job=digest", {"kind": "every", "every": "2h"},
+                           follow=True)
+    assert "Rescheduled “digest” to every 7200s" in messages_of(response)[0]
+    job = info(core, "digest")
+    assert job.schedule == "every 7200s" and job.source == "dynamic"  # type: ignore[attr-defined]
