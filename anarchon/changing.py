@@ -302,7 +302,8 @@ def _controlled(name: str, info: JobInfo | None, control: Control, version: int,
         instance for instance, names in snapshot.offers.items() if dynamic.handler in names))
     return JobInfo(
         name, kind, schedule, None if control.paused else next_run,
-        dict(dynamic.options) if dynamic is not None else dict(info.options) if info else {},
+        dict(dynamic.options) if dynamic is not None else
+        dict(info.options) if info is not None else {},
         dict(info.skipped) if info is not None else {},
         paused=control.paused, source=control.source, version=version,
         handler=None if dynamic is None else dynamic.handler,

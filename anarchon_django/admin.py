@@ -11,6 +11,11 @@ URLs (under the admin site, e.g. ``/admin/``):
   ``anarchon_django.view_job``.
 * ``anarchon_django/job/run/`` — POST ``job``: request a manual run through the store.
   Needs ``anarchon_django.run_job``; CSRF-protected; never runs the job in the request.
+* ``anarchon_django/job/detail/``, ``job/pause/``, ``job/resume/`` — the job page and
+  runtime control (``anarchon_django.job_pages``). Need ``anarchon_django.change_job``
+  to change anything.
+* ``anarchon_django/dynamicjob/`` — the dynamic jobs' admin
+  (``anarchon_django.dynamic_admin``).
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ from django.views.decorators.http import require_POST
 
 from anarchon import RunRecord
 
-from . import direct, history_page, runtime, timeline
-from .models import Job, Run
+from . import controls, direct, history_page, job_pages, runtime, timeline
+from .dynamic_admin import DynamicJobAdmin
+from .models import DynamicJob, Job, Run
 from .store.operations import Store
 
 STATUSES = ("running", "success", "failure", "interrupted")
@@ -174,14 +180,20 @@ class RunAdmin(_ReadOnlyAdmin):
 
 
 @admin.register(Job)
-class JobAdmin(_ReadOnlyAdmin):
-    """Jobs, their next runs, who runs them, and a timeline of recent runs."""
+class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
+    """Jobs, their next runs, who runs them, a timeline of recent runs; pause, resume
+    and reschedule them."""
 
     def get_urls(self) -> list[URLPattern]:
         wrap = self.admin_site.admin_view
         return [
             path("", wrap(self.jobs_view), name="anarchon_django_job_changelist"),
             path("run/", wrap(require_POST(self.run_view)), name="anarchon_django_job_run"),
+            path("detail/", wrap(self.job_detail_view), name="anarchon_django_job_detail"),
+            path("pause/", wrap(require_POST(self.pause_view)),
+                 name="anarchon_django_job_pause"),
+            path("resume/", wrap(require_POST(self.resume_view)),
+                 name="anarchon_django_job_resume"),
         ]
 
     def jobs_view(self, request: HttpRequest) -> HttpResponse:
@@ -190,7 +202,9 @@ class JobAdmin(_ReadOnlyAdmin):
         gone: set[str] = set()
         chart = None
         error = None
+        supported = False
         try:
+            supported = controls.supported()
             rows = runtime.job_rows()
             recent = [record for row in rows
                       for record in runtime.history(row.info.name, TIMELINE_RUNS)]
@@ -201,10 +215,15 @@ class JobAdmin(_ReadOnlyAdmin):
         history = reverse("admin:anarchon_django_run_changelist")
         return TemplateResponse(request, "admin/anarchon_django/jobs.html", self._context(
             request, "Jobs", rows=[{"row": row, "gone": row.info.name in gone,
+                                    "job_url": job_pages.job_url(row.info.name),
                                     "history_url": history + "?" + urlencode(
                 {"job": row.info.name})} for row in rows], gone_after="24 hours",
             chart=chart, error=error, can_run=_can_run(request),
+            can_change=supported and job_pages.can_change(request), supported=supported,
             run_url=reverse("admin:anarchon_django_job_run"),
+            pause_url=reverse("admin:anarchon_django_job_pause"),
+            resume_url=reverse("admin:anarchon_django_job_resume"),
+            here=reverse("admin:anarchon_django_job_changelist"),
         ))
 
     def run_view(self, request: HttpRequest) -> HttpResponse:
@@ -272,3 +291,6 @@ def _date_range(value: str) -> tuple[datetime | None, datetime | None]:
         start = timezone.make_aware(day, timezone.get_current_timezone())
         return start, start + timedelta(days=1)
     return None, None
+
+
+admin.site.register(DynamicJob, DynamicJobAdmin)

@@ -172,10 +172,13 @@ class JobRow:
 
 
 def job_infos(scheduler: Scheduler | None = None) -> list[JobInfo]:
-    """Jobs declared here plus jobs other instances registered in the store."""
+    """Jobs declared here plus jobs other instances registered in the store (with their
+    runtime control: paused, overridden and dynamic jobs, where the backend supports it)."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
-    return scheduler.jobs() if store is None else direct.jobs(scheduler, store)
+    if store is None or scheduler.backend.supports_control:
+        return scheduler.jobs()
+    return direct.jobs(scheduler, store)
 
 
 def job_names(scheduler: Scheduler | None = None) -> list[str]:

@@ -1,8 +1,11 @@
-"""``manage.py anarchon run | list | history | trigger | run-now | forget``."""
+"""``manage.py anarchon run | list | history | trigger | run-now | forget`` and runtime
+control: ``pause | resume | reschedule | add | remove`` (the core CLI's options; see
+``anarchon_django.control_args``)."""
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -11,10 +14,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from anarchon import Event, RunRecord, StoreError
+from anarchon import Event, JobNotFoundError, RunRecord, StoreError
 from anarchon.clierrors import describe
 from anarchon.tracebacks import summary
 
+from ... import control_args, controls
 from ...conf import SettingsError, get_settings
 from ...runtime import (
     RunRefused,
@@ -50,7 +54,8 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
 
 
 class Command(BaseCommand):
-    help = "Run anarchon jobs on this instance, list them, read their history, request runs."
+    help = ("Run anarchon jobs on this instance, list them, read their history, request runs; "
+            "pause, resume and reschedule jobs, add and remove dynamic jobs.")
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
@@ -80,6 +85,7 @@ class Command(BaseCommand):
         run_now = sub.add_parser("run-now", help="run a job in this process now")
         run_now.add_argument("job")
         run_now.add_argument("--data", default=None, help="JSON run data")
+        control_args.add_parsers(sub)
 
         for subparser in sub.choices.values():
             add_common_options(subparser)
@@ -87,10 +93,17 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         handlers: dict[str, Callable[..., None]] = {
             "run": self.do_run, "list": self.do_list, "history": self.do_history,
-            "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget}
+            "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget,
+            **dict.fromkeys(control_args.COMMANDS, self.do_control)}
         handler = handlers[options["subcommand"]]
         try:
             handler(**options)
+        except control_args.ArgumentError as exc:
+            raise CommandError(str(exc), returncode=2) from exc
+        except JobNotFoundError as exc:  # before ValueError: it is one
+            raise CommandError(controls.error_text(exc)) from exc
+        except (TypeError, ValueError) as exc:  # the core refused the input; its message
+            raise CommandError(controls.error_text(exc), returncode=2) from exc
         except SettingsError as exc:
             raise CommandError(f"{exc} [{exc.check_id}]") from exc
         except (StoreError, ImportError) as exc:
@@ -200,6 +213,24 @@ class Command(BaseCommand):
             raise CommandError(f"the store has no rows of job {job!r}")
         self.stdout.write(f"forgot {job!r}: {removed} row(s) removed")
 
+    def do_control(self, subcommand: str, job: str, **options: Any) -> None:
+        """pause | resume | reschedule | add | remove JOB, through the core."""
+        scheduler = get_scheduler()
+        if not controls.supported(scheduler):
+            raise CommandError(controls.unsupported_reason(scheduler))
+        who = _author()
+        if subcommand == "reschedule":
+            change = controls.reschedule(job, who, scheduler,
+                                         **control_args.reschedule_arguments(options))
+        elif subcommand == "add":
+            change = controls.add_job(job, who, scheduler, replace=True,  # add or update
+                                      **control_args.add_arguments(options))
+        else:
+            call = {"pause": controls.pause, "resume": controls.resume,
+                    "remove": controls.remove_job}[subcommand]
+            change = call(job, who, scheduler)
+        self.stdout.write(f"{controls.describe(change)} by {change.by}")
+
     # -- helpers -------------------------------------------------------------------------
 
     def _known(self, job: str) -> None:
@@ -212,6 +243,15 @@ class Command(BaseCommand):
         for row in rows:
             self.stdout.write("  ".join(cell.ljust(width) for cell, width in
                                         zip(row, widths, strict=True)).rstrip())
+
+
+def _author() -> str:
+    """The ``by=`` of a change made with ``manage.py anarchon``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name in this container
+        user = "unknown"
+    return f"manage.py:{user}"
 
 
 def _json(data: str | None) -> Any:

@@ -22,6 +22,12 @@ from django.conf import settings  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
 from anarchon_django import conf  # noqa: E402
+from tests.frameworks.django.control_support import (  # noqa: E402, F401  (fixtures)
+    control_store,
+    core,
+    staff,
+    worker,
+)
 
 
 @pytest.fixture(autouse=True)

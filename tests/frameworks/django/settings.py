@@ -9,8 +9,8 @@ processes (``manage.py anarchon run``):
   server (``ANARCHON_POSTGRES_URL``);
 * ``ANARCHON_DJANGO_MARIADB``: the MariaDB database (``mariadb``) on the server
   ``ANARCHON_MARIADB_URL`` names;
-* ``ANARCHON_TEST_JOBS`` / ``ANARCHON_TEST_SCHEDULER``: JSON for ``ANARCHON["JOBS"]`` and
-  ``ANARCHON["SCHEDULER"]``.
+* ``ANARCHON_TEST_JOBS`` / ``ANARCHON_TEST_SCHEDULER`` / ``ANARCHON_TEST_OPTIONS``: JSON
+  for ``ANARCHON["JOBS"]``, ``ANARCHON["SCHEDULER"]`` and ``ANARCHON["OPTIONS"]``.
 """
 
 from __future__ import annotations
@@ -93,6 +93,9 @@ ANARCHON: dict[str, Any] = {
                   **json.loads(os.environ.get("ANARCHON_TEST_SCHEDULER", "{}"))},
     "JOBS": json.loads(os.environ.get("ANARCHON_TEST_JOBS", "{}")),
     "AUTODISCOVER": ["jobs"],
+    # the store table of a test's own, for manage.py processes a test starts
+    **({"OPTIONS": json.loads(os.environ["ANARCHON_TEST_OPTIONS"])}
+       if os.environ.get("ANARCHON_TEST_OPTIONS") else {}),
 }
 
 LOGGING = {

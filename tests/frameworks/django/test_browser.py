@@ -165,3 +165,89 @@ def test_history_filter_detail_and_run_now_in_a_real_browser(
     (record,) = shared.history("greet", 5)
     assert record.manual and record.status == "success"
     assert record.instance_id in ("web-1", "web-2", "worker-1")
+
+
+def _login(browser: Any, live_server: Any, username: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{live_server.url}/admin/login/?next=/admin/")
+    browser.find_element(By.NAME, "username").send_keys(username)
+    browser.find_element(By.NAME, "password").send_keys("pw")
+    browser.find_element(By.CSS_SELECTOR, "input[type=submit]").click()
+    wait_for(lambda: "Anarchon" in browser.page_source, 10, "the admin index")
+
+
+def test_pause_resume_reschedule_and_a_dynamic_job_in_a_real_browser(
+        browser: Any, live_server: Any, core: Scheduler, worker: Scheduler,
+        tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    user: User = User.objects.create_user("operator", password="pw", is_staff=True)
+    for codename in ("view_run", "view_job", "run_job", "change_job", "view_dynamicjob",
+                     "add_dynamicjob", "change_dynamicjob", "delete_dynamicjob"):
+        user.user_permissions.add(Permission.objects.get(
+            content_type__app_label="anarchon_django", codename=codename))
+    wait_for(lambda: any("report" in names for names in core.offered_handlers().values()),
+             10, "the worker's handler offer")
+    core.reschedule("count-users", every="30m", by="ops-script")
+    shots = [tmp_path] + ([Path(os.environ["ANARCHON_SCREENSHOTS"])]
+                          if os.environ.get("ANARCHON_SCREENSHOTS") else [])
+    _login(browser, live_server, "operator")
+
+    browser.get(f"{live_server.url}/admin/anarchon_django/job/")
+    browser.find_element(By.CSS_SELECTOR, "input[value='Pause'][data-job='greet']").click()
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert message.startswith("Paused “greet”")
+    row = browser.find_element(By.CSS_SELECTOR, "tr.anarchon-job[data-job='greet']")
+    assert row.get_attribute("data-paused") == "1" and "paused" in row.text
+    assert browser.find_elements(By.CSS_SELECTOR, "input[value='Resume'][data-job='greet']")
+    greet = next(info for info in core.jobs() if info.name == "greet")
+    assert greet.paused and core.changes("greet")[0].by == "django:operator"
+    _shoot(browser, shots, "django-admin-jobs-control")
+
+    browser.find_element(By.CSS_SELECTOR, "tr.anarchon-job[data-job='greet'] th a").click()
+    wait_for(lambda: browser.find_elements(By.ID, "anarchon-schedule-form"), 10, "job page")
+    browser.find_element(By.CSS_SELECTOR, "input[name='kind'][value='cron']").click()
+    browser.find_element(By.NAME, "cron").send_keys("0 7 * * 1-5")
+    browser.find_element(By.NAME, "timezone").clear()
+    browser.find_element(By.NAME, "timezone").send_keys("Europe/Berlin")
+    browser.find_element(By.CSS_SELECTOR, "input[value='Save schedule']").click()
+    message = browser.find_element(By.CSS_SELECTOR, "ul.messagelist li.success").text
+    assert "Rescheduled “greet” to cron 0 7 * * 1-5 (Europe/Berlin)" in message
+    facts = browser.find_element(By.ID, "anarchon-job")
+    assert facts.get_attribute("data-source") == "override"
+    assert [e.get_attribute("data-action") for e in browser.find_elements(
+        By.CSS_SELECTOR, "tr.anarchon-change")] == ["reschedule", "pause"]
+    _shoot_form(browser, shots, "django-admin-job-control")
+    browser.find_element(By.CSS_SELECTOR, "input[value='Resume'][data-job='greet']").click()
+    wait_for(lambda: "Resumed “greet”" in browser.page_source, 10, "the Resume message")
+    assert browser.find_element(By.ID, "anarchon-job").get_attribute("data-paused") == "0"
+
+    browser.get(f"{live_server.url}/admin/anarchon_django/dynamicjob/add/")
+    browser.find_element(By.NAME, "name").send_keys("mail-digest")
+    Select(browser.find_element(By.NAME, "handler")).select_by_value("report")
+    browser.find_element(By.NAME, "every").send_keys("15m")
+    browser.find_element(By.NAME, "params").send_keys('{"to": oops}')
+    browser.find_element(By.CSS_SELECTOR, "input[value='Save']").click()
+    assert "Enter a valid JSON" in browser.find_element(By.CSS_SELECTOR,
+                                                        ".field-params ul.errorlist").text
+    _shoot_form(browser, shots, "django-admin-dynamic-error")
+    browser.find_element(By.NAME, "params").clear()
+    browser.find_element(By.NAME, "params").send_keys('{"to": "ops@example.com"}')
+    browser.find_element(By.CSS_SELECTOR, "input[value='Save']").click()
+    assert "Added dynamic job “mail-digest”" in browser.find_element(
+        By.CSS_SELECTOR, "ul.messagelist li.success").text
+    row = browser.find_element(By.CSS_SELECTOR, "tr.anarchon-dynamic[data-job='mail-digest']")
+    assert "worker-1" in row.text and "every 900s" in row.text
+    _shoot(browser, shots, "django-admin-dynamic")
+
+
+def _shoot_form(browser: Any, folders: list[Path], name: str) -> None:
+    """A form page in light and dark mode, the whole page tall."""
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(1280, max(1000, min(int(height) + 200, 2600)))
+    try:
+        _shoot(browser, folders, name)
+    finally:
+        browser.set_window_size(1280, 1000)
