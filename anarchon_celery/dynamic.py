@@ -67,6 +67,10 @@ def schedule_arguments(name: str, schedule: Any, tz: ZoneInfo) -> dict[str, Any]
     if type(schedule) is interval and not getattr(schedule, "relative", False):
         every: timedelta = schedule.run_every  # type: ignore[attr-defined]
         return {"every": _seconds(name, every.total_seconds())}
+    if type(schedule) is interval:
+        raise EntryError(f"entry {name!r}: relative=True intervals cannot be stored (a "
+                         "dynamic entry runs every interval on the UTC grid); give the "
+                         "interval without relative=True")
     if isinstance(schedule, solar):
         raise EntryError(
             f"entry {name!r}: solar schedules cannot be stored as dynamic entries (dynamic "
