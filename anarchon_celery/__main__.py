@@ -34,7 +34,11 @@ def load_app(name: str) -> Any:
     """The Celery app ``name`` as ``celery -A`` finds it."""
     from celery.app.utils import find_app
 
-    return find_app(name)
+    try:
+        return find_app(name)
+    except Exception as exc:  # whatever importing the user's module raises
+        raise RuntimeError(f"cannot load the Celery app {name!r} (as celery -A {name} "
+                           f"would): {type(exc).__name__}: {exc}") from exc
 
 
 def import_redbeat(app: Any, *, redis_url: str | None, key_prefix: str | None,
@@ -67,8 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return import_redbeat(app, redis_url=args.redis, key_prefix=args.key_prefix,
                               write=args.apply, out=sys.stdout)
     except Exception as exc:  # a command line: one clear line, not a traceback
-        print(f"python -m anarchon_celery {args.command}: {type(exc).__name__}: {exc}",
-              file=sys.stderr)
+        print(f"python -m anarchon_celery {args.command}: {exc}", file=sys.stderr)
         return 2
 
 

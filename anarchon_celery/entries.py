@@ -56,7 +56,8 @@ class Entry:
     crontab(hour=3)).save()``.
 
     ``schedule``: seconds or a ``timedelta`` (every, on the UTC grid), a ``crontab`` (in
-    the app's timezone, or ``anarchon_scheduler["timezone"]``), or a ``datetime`` (once;
+    ``options["anarchon"]["timezone"]``, else ``anarchon_scheduler["timezone"]``, else
+    the app's timezone), or a ``datetime`` (once;
     a naive one is read in that timezone). ``solar`` and custom schedules are refused
     (dynamic jobs keep every/cron/at only: put those in ``beat_schedule``). ``args``,
     ``kwargs`` and ``options`` (``queue``, ``routing_key``, ``priority``, ``expires``,
@@ -103,12 +104,19 @@ class Entry:
             raise EntryError(f"entry {self.name!r}: options['anarchon'] {unknown} apply to "
                              "beat_schedule entries only")
         settings = resolve(self.app)
-        zone = settings.scheduler_options.get("timezone")
+        own_zone = job_options.pop("timezone", None)
+        if own_zone is not None and not _is_crontab(self.schedule):
+            raise EntryError(f"entry {self.name!r}: options['anarchon']['timezone'] only "
+                             "applies to crontab schedules")
+        zone = own_zone or settings.scheduler_options.get("timezone")
         tz = app_timezone(self.app)
         if zone:
             from anarchon.slots import load_timezone
 
-            tz = load_timezone(str(zone), job=self.name)
+            try:
+                tz = load_timezone(str(zone), job=self.name)
+            except (TypeError, ValueError) as exc:
+                raise EntryError(f"entry {self.name!r}: {exc}") from None
         when = schedule_arguments(self.name, self.schedule, tz)
         params = Params(self.task, tuple(self.args), dict(self.kwargs or {}), options)
         check_serializable(self.name, params, self.app)
@@ -189,6 +197,12 @@ class Entry:
                 if entry is not None and name not in entries:
                     entries[name] = entry
         return [entries[name] for name in sorted(entries)]
+
+
+def _is_crontab(value: Any) -> bool:
+    from celery.schedules import crontab
+
+    return isinstance(value, crontab)
 
 
 def _is_sequence(value: Any) -> bool:

@@ -33,6 +33,9 @@ class Source:
     reason: str | None = None
     #: said in the table next to the new schedule (e.g. what changes in meaning)
     note: str = ""
+    #: a one-off whose instant is computed at import (from "now"): a stored one-off of
+    #: the same entry counts as the same whatever its instant (applying twice is a no-op)
+    any_instant: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,10 +77,13 @@ def _wanted(entry: Entry) -> tuple[Control, str]:
     return Control(paused=not entry.enabled, schedule=spec, dynamic=dynamic), spec.describe()
 
 
-def _same(stored: Control, wanted: Control) -> bool:
+def _same(stored: Control, wanted: Control, any_instant: bool = False) -> bool:
     if stored.removed or stored.dynamic is None or wanted.dynamic is None:
         return False
-    return (stored.paused == wanted.paused and stored.schedule == wanted.schedule
+    same_schedule = stored.schedule == wanted.schedule or (
+        any_instant and stored.schedule is not None and wanted.schedule is not None
+        and stored.schedule.kind == wanted.schedule.kind == "at")
+    return (stored.paused == wanted.paused and same_schedule
             and stored.dynamic.handler == wanted.dynamic.handler
             and stored.dynamic.params == wanted.dynamic.params
             and dict(stored.dynamic.options) == dict(wanted.dynamic.options))
@@ -112,7 +118,7 @@ def plan(app: Any, sources: Iterable[Source]) -> list[Row]:
         elif current[0].dynamic is None or current[0].dynamic.handler != HANDLER:
             rows.append(Row(source, "refused", "-", f"job {source.name!r} exists in the "
                             "store and is not a Celery entry"))
-        elif _same(current[0], wanted):
+        elif _same(current[0], wanted, source.any_instant):
             rows.append(Row(source, "same", new))
         else:
             rows.append(Row(source, "update", new))

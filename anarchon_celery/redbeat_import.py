@@ -50,7 +50,10 @@ def _decode_object(data: dict[str, Any]) -> Any:
                        day_of_week=data["day_of_week"], day_of_month=data["day_of_month"],
                        month_of_year=data["month_of_year"])
     if kind == "rrule":
-        return _Refused(f"rrule(freq={data.get('freq')}, interval={data.get('interval')})")
+        freq = data.get("freq")
+        names = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY", "HOURLY", "MINUTELY", "SECONDLY")
+        shown = names[freq] if isinstance(freq, int) and 0 <= freq < len(names) else freq
+        return _Refused(f"rrule(freq={shown}, interval={data.get('interval')})")
     return _Refused(f"{kind} value")
 
 

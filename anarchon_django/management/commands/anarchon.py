@@ -1,4 +1,5 @@
-"""``manage.py anarchon run | list | history | trigger | run-now | forget``."""
+"""``manage.py anarchon run | list | history | trigger | run-now | forget``
+(``import-celery-beat``: anarchon_celery.django_beat_import)."""
 
 from __future__ import annotations
 
@@ -81,13 +82,20 @@ class Command(BaseCommand):
         run_now.add_argument("job")
         run_now.add_argument("--data", default=None, help="JSON run data")
 
+        try:  # django-celery-beat's importer is anarchon_celery's (it needs Celery)
+            from anarchon_celery.django_beat_import import add_parser
+        except ImportError:
+            pass
+        else:
+            add_parser(sub)
         for subparser in sub.choices.values():
             add_common_options(subparser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         handlers: dict[str, Callable[..., None]] = {
             "run": self.do_run, "list": self.do_list, "history": self.do_history,
-            "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget}
+            "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget,
+            "import-celery-beat": self.do_import_celery_beat}
         handler = handlers[options["subcommand"]]
         try:
             handler(**options)
@@ -100,6 +108,11 @@ class Command(BaseCommand):
                                ) from exc
 
     # -- subcommands ---------------------------------------------------------------------
+
+    def do_import_celery_beat(self, **options: Any) -> None:
+        from anarchon_celery.django_beat_import import run_command
+
+        run_command(self.stdout, **options)
 
     def do_run(self, jobs: str | None = None, stop_timeout: float = 30.0, **_: Any) -> None:
         wanted = [name.strip() for name in jobs.split(",") if name.strip()] if jobs else None
