@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from anarchon import AsyncScheduler, RunContext
+from anarchon import AsyncScheduler, RunContext, parse_duration
 from anarchon.control import ScheduleSpec
 
 from .config import ConfigurationError
@@ -175,10 +175,13 @@ class EntryPublisher:
         except EntryError as exc:
             raise ConfigurationError(f"dynamic job {ctx.name!r}: {exc}") from None
         options = dict(params.options or {})
-        options.pop("anarchon", None)
+        own = options.pop("anarchon", None) or {}
+        max_late = self.max_late
+        if isinstance(own, Mapping) and own.get("max_late") is not None:
+            max_late = parse_duration(own["max_late"], option=f"entry {ctx.name!r}: max_late")
         publisher = Publisher(self.app, _ParamsEntry(ctx.name, params), options,
                               track=self.track, queue_lease=self.queue_lease,
-                              max_late=self.max_late, engine=self.engine,
+                              max_late=max_late, engine=self.engine,
                               lease=self.engine.options.lease,
                               heartbeat=self.engine.options.heartbeat)
         publisher.watch = self.watch
