@@ -138,7 +138,8 @@ class RuntimeControl:
     async def add_job(self, name: str, *, handler: str, every: Any = None,
                       cron: str | None = None, at: Any = None, timezone: str | None = None,
                       offset: Any = None, params: Any = None, replace: bool = False,
-                      by: str | None = None, **options: Any) -> Change:
+                      paused: bool = False, by: str | None = None,
+                      **options: Any) -> Change:
         """Store a dynamic job: every instance offering ``handler`` schedules it.
 
         One of ``every=``/``cron=``/``at=``; ``params`` (JSON) reach the handler as
@@ -146,7 +147,9 @@ class RuntimeControl:
         job options (``jitter``, ``max_late``, ``timeout``, ``overlap``,
         ``max_attempts``, ``catch_up``, ``history_size``, ``history_ttl``), checked here
         as ``every()`` checks them. A job of that name that exists already is refused,
-        unless ``replace=True`` (then it is updated: add-or-update).
+        unless ``replace=True`` (then it is updated: add-or-update). ``paused=True``
+        stores it paused (in the same change: no slot runs before it is paused); an
+        update keeps a paused job paused either way.
         """
         check_job_name(name)
         if not isinstance(handler, str) or not handler or handler != handler.strip():
@@ -163,7 +166,8 @@ class RuntimeControl:
             if control.dynamic is not None and not control.removed and not replace:
                 raise ValueError(f"job {name!r} exists already; use replace=True to update "
                                  "it, or remove_job() first")
-            return Control(paused=control.paused and replace, schedule=spec, dynamic=dynamic)
+            return Control(paused=paused or (control.paused and replace), schedule=spec,
+                           dynamic=dynamic)
 
         detail = {"handler": handler, "schedule": spec.describe()}
         return await self._change(name, "add", add, detail, by, new_job=True)

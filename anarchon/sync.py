@@ -277,14 +277,14 @@ class Scheduler:
 
     def add_job(self, name: str, *, handler: str, every: Any = None, cron: str | None = None,
                 at: Any = None, timezone: str | None = None, offset: Any = None,
-                params: Any = None, replace: bool = False, by: str | None = None,
-                **options: Any) -> Change:
+                params: Any = None, replace: bool = False, paused: bool = False,
+                by: str | None = None, **options: Any) -> Change:
         """Store a dynamic job (see
         [`AsyncScheduler.add_job()`][anarchon.AsyncScheduler.add_job])."""
         return self._call(self.core.add_job(name, handler=handler, every=every, cron=cron,
                                             at=at, timezone=timezone, offset=offset,
-                                            params=params, replace=replace, by=by,
-                                            **options))
+                                            params=params, replace=replace,
+                                            paused=paused, by=by, **options))
 
     def remove_job(self, name: str, *, by: str | None = None) -> Change:
         """Remove dynamic job ``name`` from every instance."""

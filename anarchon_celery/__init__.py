@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from .config import ConfigurationError, Settings
 from .crontab import CeleryCrontabSchedule
+from .dynamic import HANDLER, EntryError
+from .entries import Entry
 from .publish import task_id_for
 from .scheduler import Scheduler
 from .worker import token_from_request, track_outcomes
@@ -17,6 +19,9 @@ from .worker import token_from_request, track_outcomes
 __all__ = [
     "CeleryCrontabSchedule",
     "ConfigurationError",
+    "Entry",
+    "EntryError",
+    "HANDLER",
     "Scheduler",
     "Settings",
     "task_id_for",

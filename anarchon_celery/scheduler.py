@@ -21,6 +21,7 @@ from anarchon.backends.base import JobSpec
 from .config import Settings, resolve
 from .convert import JobPlan, app_timezone, convert_entry
 from .drift import DriftWatch
+from .dynamic import HANDLER, EntryPublisher
 from .outcomes import OutcomeWatch
 from .publish import Publisher
 from .runbook import RunBook
@@ -43,6 +44,10 @@ class Scheduler(beat.Scheduler):
     ``anarchon_attempt`` headers. Schedules that decide by their own ``is_due`` run on a
     shared ``last_run_at`` (see the Celery page). An entry that cannot be
     scheduled is logged at ERROR and kept in ``refused``; the others run.
+
+    On a store with runtime control every beat also offers the ``celery:publish``
+    handler, so it runs the entries saved at run time with
+    [`Entry`][anarchon_celery.Entry] (changes reach it within one heartbeat).
 
     Entries default to ``overlap="allow"`` unless outcomes are tracked (then the core's
     ``"skip"``: no slot is published while the previous task is queued or running); an
@@ -121,6 +126,13 @@ class Scheduler(beat.Scheduler):
         core.on("start", self._runbook.on_event)
         core.on("skip", self._runbook.on_event)
         default_max_late = parse_duration(options.get("max_late", 60), option="max_late")
+        if core.backend.supports_control:
+            # any beat runs any dynamic entry (anarchon_celery.Entry): the task is in params
+            watch = (self._watch if settings.track_outcomes and not settings.republish
+                     and core.backend.supports_leases else None)
+            core.handler(HANDLER, EntryPublisher(
+                self.app, core.core, track=settings.track_outcomes,
+                queue_lease=settings.queue_lease, max_late=default_max_late, watch=watch))
         for plan in self.plans():
             if plan.kind == "shared":
                 self._add_shared(core, plan)

@@ -1,6 +1,7 @@
-"""``manage.py anarchon run | list | history | trigger | run-now | forget`` and runtime
+"""``manage.py anarchon run | list | history | trigger | run-now | forget``, runtime
 control: ``pause | resume | reschedule | add | remove`` (the core CLI's options; see
-``anarchon_django.control_args``)."""
+``anarchon_django.control_args``) and ``import-celery-beat``
+(anarchon_celery.django_beat_import)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,12 @@ class Command(BaseCommand):
         run_now.add_argument("--data", default=None, help="JSON run data")
         control_args.add_parsers(sub)
 
+        try:  # django-celery-beat's importer is anarchon_celery's (it needs Celery)
+            from anarchon_celery.django_beat_import import add_parser
+        except ImportError:
+            pass
+        else:
+            add_parser(sub)
         for subparser in sub.choices.values():
             add_common_options(subparser)
 
@@ -94,6 +101,7 @@ class Command(BaseCommand):
         handlers: dict[str, Callable[..., None]] = {
             "run": self.do_run, "list": self.do_list, "history": self.do_history,
             "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget,
+            "import-celery-beat": self.do_import_celery_beat,
             **dict.fromkeys(control_args.COMMANDS, self.do_control)}
         handler = handlers[options["subcommand"]]
         try:
@@ -113,6 +121,11 @@ class Command(BaseCommand):
                                ) from exc
 
     # -- subcommands ---------------------------------------------------------------------
+
+    def do_import_celery_beat(self, **options: Any) -> None:
+        from anarchon_celery.django_beat_import import run_command
+
+        run_command(self.stdout, **options)
 
     def do_run(self, jobs: str | None = None, stop_timeout: float = 30.0, **_: Any) -> None:
         wanted = [name.strip() for name in jobs.split(",") if name.strip()] if jobs else None

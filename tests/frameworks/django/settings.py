@@ -40,6 +40,12 @@ INSTALLED_APPS = [
     "anarchon_django",
     "tests.frameworks.django.testapp",
 ]
+try:  # the source rows of the import-celery-beat tests (a test-only dependency)
+    import django_celery_beat  # noqa: F401
+
+    INSTALLED_APPS.append("django_celery_beat")
+except ImportError:
+    pass
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -1,0 +1,136 @@
+"""``manage.py anarchon import-celery-beat`` on real django-celery-beat rows (the test
+project's database) into a real SQLite anarchon store."""
+
+from __future__ import annotations
+
+import io
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from celery import Celery
+from celery.schedules import crontab
+from django.core.management import CommandError, call_command
+
+from anarchon_celery import Entry
+from tests.stores.sqlite import STORE
+
+pytest.importorskip("django_celery_beat")
+pytestmark = pytest.mark.django_db
+
+#: the Celery app the command loads (``--app``); each test points it at a store of its own
+APP = Celery("import-celery-beat", broker="memory://", set_as_current=False)
+APP.conf.update(timezone="UTC", beat_schedule={"code": {"task": "proj.code",
+                                                          "schedule": 5.0}})
+TABLES = Path(os.environ.get("ANARCHON_IMPORT_TABLES") or "/tmp/anarchon_import_tables.txt")
+UTC = timezone.utc
+
+
+@pytest.fixture(autouse=True)
+def store() -> Iterator[None]:
+    APP.conf.anarchon_backend = STORE.url_for("dcb_" + uuid.uuid4().hex[:10])
+    yield
+    APP.conf.anarchon_backend = None
+
+
+def _rows() -> None:
+    from django_celery_beat.models import (
+        ClockedSchedule,
+        CrontabSchedule,
+        IntervalSchedule,
+        PeriodicTask,
+        SolarSchedule,
+    )
+
+    now = datetime.now(UTC)
+    every_10s = IntervalSchedule.objects.create(every=10, period="seconds")
+    every_2h = IntervalSchedule.objects.create(every=2, period="hours")
+    berlin = CrontabSchedule.objects.create(minute="30", hour="7", day_of_week="mon-fri",
+                                            timezone=ZoneInfo("Europe/Berlin"))
+    both = CrontabSchedule.objects.create(minute="0", hour="0", day_of_month="1",
+                                          day_of_week="1", timezone=ZoneInfo("UTC"))
+    clocked = ClockedSchedule.objects.create(clocked_time=now + timedelta(days=30))
+    past = ClockedSchedule.objects.create(clocked_time=now - timedelta(days=1))
+    solar = SolarSchedule.objects.create(event="sunset", latitude=52.5, longitude=13.4)
+    make = PeriodicTask.objects.create
+    make(name="interval", task="proj.work", interval=every_10s, args="[1, 2]",
+         kwargs='{"full": true}', queue="reports", exchange="ex", routing_key="rk",
+         priority=4, headers='{"h": "v"}', expire_seconds=30)
+    make(name="berlin", task="proj.morning", crontab=berlin,
+         expires=now + timedelta(days=365))
+    make(name="both-days", task="proj.x", crontab=both)
+    make(name="clocked", task="proj.once", clocked=clocked, one_off=True)
+    make(name="clocked-past", task="proj.once", clocked=past, one_off=True)
+    make(name="sunset", task="proj.lights", solar=solar)
+    make(name="off", task="proj.work", interval=every_2h, enabled=False)
+    make(name="one-off", task="proj.first", interval=every_2h, one_off=True)
+    make(name="later", task="proj.work", interval=every_2h,
+         start_time=now + timedelta(days=3))
+    make(name="expired", task="proj.work", interval=every_2h,
+         expires=now - timedelta(hours=1))
+    make(name="code", task="proj.code", interval=every_10s)
+
+
+def _command(*args: str) -> str:
+    out = io.StringIO()
+    call_command("anarchon", "import-celery-beat", "--app",
+                 "tests.frameworks.django.test_import_celery_beat:APP", *args, stdout=out)
+    return out.getvalue()
+
+
+def _actions(table: str) -> dict[str, str]:
+    rows = table.split("\n\n")[0].splitlines()[2:]
+    return {line.split()[0]: line.split()[-1] for line in rows}
+
+
+def test_dry_run_apply_idempotent_disable_source() -> None:
+    from django_celery_beat.models import PeriodicTask
+
+    _rows()
+    dry = _command()
+    with TABLES.open("a") as handle:
+        handle.write("import-celery-beat dry run:\n" + dry + "\n")
+    actions = _actions(dry)
+    assert actions == {
+        "berlin": "add", "both-days": "refused", "clocked": "add", "clocked-past": "refused",
+        "code": "refused", "expired": "refused", "interval": "add", "later": "refused",
+        "off": "add", "one-off": "add", "sunset": "refused"}
+    for reason in ("restricts both day_of_month and day_of_week", "has passed",
+                   "beat_schedule defines this name", "expired at", "is in the future",
+                   "solar sunset"):
+        assert reason in dry
+    assert [e.name for e in Entry.all(APP)] == ["code"], "a dry run writes nothing"
+
+    applied = _command("--apply")
+    assert "applied: 5 add, 0 update, 0 same, 6 refused" in applied
+    stored = {e.name: e for e in Entry.all(APP) if not e.read_only}
+    interval = stored["interval"]
+    assert (interval.task, interval.schedule, interval.args, interval.kwargs) == (
+        "proj.work", timedelta(seconds=10), [1, 2], {"full": True})
+    assert interval.options == {"queue": "reports", "exchange": "ex", "routing_key": "rk",
+                                "priority": 4, "headers": {"h": "v"}, "expires": 30}
+    berlin = stored["berlin"]
+    assert berlin.schedule == crontab(minute="30", hour="7", day_of_week="1-5")
+    options = dict(berlin.options or {})
+    assert options["anarchon"] == {"timezone": "Europe/Berlin"}
+    assert isinstance(options["expires"], str)
+    assert isinstance(stored["clocked"].schedule, datetime)
+    assert isinstance(stored["one-off"].schedule, datetime)
+    assert not stored["off"].enabled
+
+    again = _command("--apply", "--disable-source")
+    assert "applied: 0 add, 0 update, 5 same, 6 refused" in again
+    assert "disabled 4 django-celery-beat task(s)" in again  # "off" was disabled already
+    assert {t.name for t in PeriodicTask.objects.filter(enabled=True)} == {
+        "both-days", "clocked-past", "code", "expired", "later", "sunset"}
+    assert {e.name: e.version for e in Entry.all(APP) if not e.read_only} == {
+        name: 1 for name in stored}, "applying twice changed nothing"
+
+
+def test_disable_source_needs_apply() -> None:
+    with pytest.raises(CommandError, match="--disable-source goes with --apply"):
+        _command("--disable-source")
