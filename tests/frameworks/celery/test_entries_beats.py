@@ -34,7 +34,7 @@ PULSE = {"pulse": {"task": "t.noop", "every": 1}}
 # gain it when their branches merge: the marks go then.
 BACKENDS = [
     "sqlite",
-    pytest.param("redis", marks=pytest.mark.xfail(strict=False, reason="rc-redis not merged")),
+    "redis",
     pytest.param("postgres", marks=pytest.mark.xfail(strict=False, reason="rc-pg not merged")),
 ]
 
