@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
-from .control import ControlChange, ControlSnapshot
+from .control import ControlDefaults
 
 _T = TypeVar("_T")
 
@@ -213,7 +213,7 @@ class Poll:
 LEASE_ONLY_OPTIONS = ("lease", "heartbeat", "overlap", "max_attempts", "catch_up")
 
 
-class Backend(ABC):
+class Backend(ControlDefaults, ABC):
     """What every backend provides: connect, claim, finish, history."""
 
     #: ``"sqlite"``, ``"redis:lease"``, ``"postgres"`` …
@@ -348,32 +348,6 @@ class Backend(ABC):
         ``supports_control`` must: this is every instance's idle traffic). This default
         takes the triggers and answers generation 0."""
         return Poll(await self.take_triggers(names), 0)
-
-    async def read_controls(self) -> ControlSnapshot:
-        """The generation, every job's control record and the live handler offers."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
-
-    async def change_control(self, change: ControlChange) -> int:
-        """Atomically: if job ``change.name``'s stored version is
-        ``change.expected_version``, store ``change.text`` as version
-        ``expected_version + 1``, raise the generation, append ``change.entry`` to the
-        job's change log (keeping the newest ``CHANGE_LOG_SIZE``) and announce
-        ``Wakeup("changed", name)`` on the wake-up channel, if any. Returns the new
-        version, or 0 (nothing written) when the stored version differs."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
-
-    async def change_log(self, name: str, count: int) -> list[str]:
-        """Job ``name``'s newest ``count`` change-log entries (JSON), newest first."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
-
-    async def offer_handlers(self, instance_id: str, handlers: Sequence[str]) -> None:
-        """Store (replace) the handler names instance ``instance_id`` offers, stamped
-        with the store's time; no names: remove its offer."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
 
     async def purge(self) -> int:
         """Delete every job, run, attempt, trigger and control record (with change logs and
