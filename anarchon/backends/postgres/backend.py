@@ -36,6 +36,7 @@ from ..base import (
 from ..batches import check_claims, check_finishes, lone
 from ..urls import split_options
 from ..wakeups import keep_listening
+from .control import PostgresControl
 from .listen import listen_target, notifications, wake_channel
 from .values import PostgresValues
 
@@ -43,7 +44,7 @@ try:
     import psycopg
     from psycopg import sql
 
-    from . import queries
+    from . import control, queries
     from .claims import Statements, claim_answers, finish_answers, with_retries
     from .links import Link, Params, Query, Row, Session, Statement, make_link
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
@@ -60,21 +61,22 @@ def _ms_to_datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-class PostgresBackend(PostgresValues, LeaseBackend):
+class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
     """Leases, history and job records in PostgreSQL tables.
 
     ``connection`` is a libpq DSN or ``postgresql://`` URL (the backend then owns a
     small ``AsyncConnectionPool`` and closes it in ``close()``), or a psycopg
     ``Connection``/``AsyncConnection`` (must be in autocommit mode) or a psycopg_pool
     ``ConnectionPool``/``AsyncConnectionPool`` the application owns: those are never
-    closed. ``table`` (``name`` or ``schema.name``) prefixes the four tables, so
-    services with different tables on one database never see each other.
+    closed. ``table`` (``name`` or ``schema.name``) prefixes the tables, so services
+    with different tables on one database never see each other.
     """
 
     name = "postgres"
     supports_triggers = True
     supports_values = True
     supports_claim_batches = True
+    supports_control = True
 
     def __init__(self, connection: object = "postgresql://localhost/postgres", *,
                  table: str = "anarchon_runs", pool_size: int = 4,
@@ -101,6 +103,8 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         ids = {
             "runs": ident(""), "attempts": ident("_attempts"), "jobs": ident("_jobs"),
             "meta": ident("_meta"), "triggers": ident("_triggers"),
+            "control": ident("_control"), "changes": ident("_changes"),
+            "offers": ident("_offers"), "changes_job": sql.Identifier(base + "_changes_job"),
             "runs_running": sql.Identifier(base + "_running"),
             "attempts_job": sql.Identifier(base + "_attempts_job"),
             "attempts_run": sql.Identifier(base + "_attempts_run"),
@@ -115,6 +119,11 @@ class PostgresBackend(PostgresValues, LeaseBackend):
             return sql.SQL(text).format(**ids)
 
         self._q_create = [q(text) for text in queries.CREATE]
+        self._q_create_control = [q(text) for text in control.CREATE]
+        self._control_queries = {
+            "poll": q(control.POLL), "read": q(control.READ), "change": q(control.CHANGE),
+            "lock": sql.SQL(queries.JOB_LOCK), "log": q(control.CHANGE_LOG),
+            "offer": q(control.OFFER), "withdraw": q(control.WITHDRAW)}
         self._q_read_version = q(queries.READ_VERSION)
         self._q_register = q(queries.REGISTER)
         self._q_known = q(queries.KNOWN_JOBS)
@@ -229,6 +238,12 @@ class PostgresBackend(PostgresValues, LeaseBackend):
         # the check-then-create atomic (CREATE ... IF NOT EXISTS alone can still race on
         # the catalog's unique indexes).
         await session.fetch(sql.SQL(queries.SETUP_LOCK), {"table": self._qualified})
+        await self._create_tables(session)
+        # the runtime-control tables join a namespace of any anarchon (same format)
+        for statement in self._q_create_control:
+            await session.fetch(statement)
+
+    async def _create_tables(self, session: Session) -> None:
         if self._schema is not None:
             [(exists,)] = await session.fetch(sql.SQL(queries.SCHEMA_EXISTS),
                                               {"schema": self._schema})

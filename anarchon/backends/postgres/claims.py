@@ -3,7 +3,9 @@
 A batch (a lone claim is a batch of one) goes in one round trip: the advisory locks of
 all its jobs (one statement, in key order), then per round (see
 ``anarchon.backends.batches``) one statement for the new slots and one for the
-takeovers, each over arrays (``unnest``); finishes need no lock. Deadlocks and
+takeovers, each over arrays (``unnest``); the new-slot statement holds the version fence
+(a subselect of the job's control version, so no extra round trip); finishes need no
+lock. Deadlocks and
 serialisation failures roll the whole transaction back and it is sent again.
 """
 
@@ -36,6 +38,7 @@ _NEW: Final[dict[str, Callable[[ClaimRequest], object]]] = {
     "reasons": lambda r: r.reason, "lease_ms": lambda r: r.lease_ms,
     "max_late_ms": lambda r: r.max_late_ms, "catch_up": lambda r: r.reason == "catch-up",
     "catch_up_ms": lambda r: r.catch_up_ms, "skip_overlap": lambda r: r.overlap == "skip",
+    "versions": lambda r: r.version,
 }
 _TAKEOVER: Final[dict[str, Callable[[ClaimRequest], object]]] = {
     "jobs": lambda r: r.name, "slots": lambda r: r.slot, "owners": lambda r: r.owner,

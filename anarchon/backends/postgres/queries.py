@@ -115,12 +115,17 @@ TAKE_TRIGGERS: Final = "DELETE FROM {triggers} WHERE job = ANY(%(names)s) RETURN
 
 KNOWN_JOBS: Final = "SELECT name, kind, schedule FROM {jobs} ORDER BY name"
 
-# `anarchon purge`: one statement empties the namespace (the format version in meta stays).
+# `anarchon purge`: one statement empties the namespace, control records, change logs,
+# offers and the generation included (the format version in meta stays).
 PURGE: Final = """
 WITH a AS (DELETE FROM {attempts} RETURNING 1), r AS (DELETE FROM {runs} RETURNING 1),
-     t AS (DELETE FROM {triggers} RETURNING 1), j AS (DELETE FROM {jobs} RETURNING 1)
+     t AS (DELETE FROM {triggers} RETURNING 1), j AS (DELETE FROM {jobs} RETURNING 1),
+     c AS (DELETE FROM {control} RETURNING 1), l AS (DELETE FROM {changes} RETURNING 1),
+     o AS (DELETE FROM {offers} RETURNING 1),
+     g AS (DELETE FROM {meta} WHERE key = 'control_generation' RETURNING 1)
 SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM r) + (SELECT count(*) FROM t)
-       + (SELECT count(*) FROM j)
+       + (SELECT count(*) FROM j) + (SELECT count(*) FROM c) + (SELECT count(*) FROM l)
+       + (SELECT count(*) FROM o)
 """
 
 # Claims and finishes take arrays, one element per request (``idx`` numbers them; the
@@ -131,6 +136,8 @@ SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM r) + (SELECT count(*) FR
 
 # New slots (scheduled or catch-up). Runs after the jobs' advisory locks, so its snapshot
 # already holds every earlier claim of the jobs; ON CONFLICT is the last line of defence.
+# The version fence is the ``stored`` subselect (0: no control record): a claim planned
+# from an older record is 'stale' and writes nothing (change_control takes the same lock).
 # Overlap looks at every other slot, not only earlier ones: with a jitter longer than the
 # interval, slot N's claim can arrive after slot N+1 started, and must not run beside it.
 CLAIM_NEW: Final = f"""
@@ -139,16 +146,22 @@ WITH q AS (
     FROM unnest(%(idx)s::integer[], %(jobs)s::text[], %(slots)s::bigint[],
                 %(owners)s::text[], %(reasons)s::text[], %(lease_ms)s::bigint[],
                 %(max_late_ms)s::bigint[], %(catch_up)s::boolean[],
-                %(catch_up_ms)s::bigint[], %(skip_overlap)s::boolean[])
+                %(catch_up_ms)s::bigint[], %(skip_overlap)s::boolean[],
+                %(versions)s::integer[])
          AS c(idx, job, slot, owner, reason, lease_ms, max_late_ms, catch_up, catch_up_ms,
-              skip_overlap)
+              skip_overlap, version)
 ),
-p AS (SELECT q.*, {_EXPIRY_MS} AS expiry_ms FROM q),
+p AS (
+    SELECT q.*, {_EXPIRY_MS} AS expiry_ms,
+           COALESCE((SELECT k.version FROM {{control}} k WHERE k.job = q.job), 0) AS stored
+    FROM q
+),
 interrupted AS (
     UPDATE {{runs}} r SET status = 'interrupted'
     FROM p
     WHERE r.job = p.job AND r.slot < p.slot AND r.status = 'running'
       AND r.lease_until <= p.expiry_ms AND p.slot - p.now_ms <= {EARLY_TOLERANCE_MS}
+      AND p.stored <= p.version
     RETURNING r.job, r.slot, r.attempt, p.now_ms
 ),
 interrupted_history AS (
@@ -164,6 +177,7 @@ existing AS (
 verdict AS (
     SELECT p.idx, CASE
         WHEN p.slot - p.now_ms > {EARLY_TOLERANCE_MS} THEN 'early'
+        WHEN p.stored > p.version THEN 'stale'
         WHEN CASE WHEN p.catch_up
                   THEN p.slot <= p.now_ms - p.catch_up_ms OR NOT EXISTS (
                        SELECT 1 FROM {{jobs}} j WHERE j.name = p.job AND j.first_seen <= p.slot)
