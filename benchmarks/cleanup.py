@@ -36,7 +36,8 @@ async def _cleanup(store: str, base: str | None, namespace: str, jobs: Sequence[
 
         assert base is not None
         table = f"t_{namespace}"
-        parts = ("attempts", "jobs", "meta", "triggers", "floor")  # floor: claims.py
+        parts = ("attempts", "jobs", "meta", "triggers", "control", "changes", "offers",
+                 "floor")  # floor: claims.py
         names = [table] + [f"{table}_{s}" for s in parts]
         async with await psycopg.AsyncConnection.connect(base.split("?")[0],
                                                          autocommit=True) as conn:

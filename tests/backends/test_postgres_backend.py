@@ -26,6 +26,7 @@ from anarchon.backends.base import (
     JobSpec,
     RunKey,
 )
+from anarchon.backends.control import ControlChange
 from anarchon.errors import IncompatibleStoreError, StoreError
 from tests.stores import in_ci
 from tests.stores.postgres import BASE_URL, STORE
@@ -41,7 +42,9 @@ from anarchon.backends.postgres import PostgresBackend
 
 T = TypeVar("T")
 LEASE = 300
-SUFFIXES = ("", "_attempts", "_jobs", "_meta", "_triggers")
+SUFFIXES = ("", "_attempts", "_jobs", "_meta", "_triggers", "_control", "_changes",
+            "_offers")
+CONTROL_SUFFIXES = ("_control", "_changes", "_offers")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -422,7 +425,8 @@ def test_schema_qualified_table() -> None:
         run(main())
         names = {r[0] for r in admin(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
-        assert names == {"runs", "runs_attempts", "runs_jobs", "runs_meta", "runs_triggers"}
+        assert names == {"runs", "runs_attempts", "runs_jobs", "runs_meta", "runs_triggers",
+                         "runs_control", "runs_changes", "runs_offers"}
     finally:
         admin(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
             sql.Identifier(schema)).as_string(None))
@@ -483,6 +487,31 @@ def test_three_instances_create_tables_at_once(table: str) -> None:
             for b in backends:
                 await b.close()
     run(main())
+
+
+def test_control_tables_join_a_namespace_made_without_them(table: str) -> None:
+    """A namespace of an anarchon before runtime control (same format version) gains the
+    control tables at open(); its runs stay."""
+    async def main() -> None:
+        a = await opened(table)
+        slot = db_ms()
+        assert (await a.claim(request(slot, "A"))).outcome == "won"
+        await a.close()
+        for suffix in CONTROL_SUFFIXES:
+            admin(sql.SQL("DROP TABLE {}").format(
+                sql.Identifier(table + suffix)).as_string(None))
+        b = await opened(table)
+        try:
+            assert await b.change_control(ControlChange("job", 0, "{}", "{}")) == 1
+            assert (await b.claim(request(slot + 1, "B"))).outcome == "stale"
+            assert [s.slot for s in await b.unfinished(["job"])] == [slot]
+        finally:
+            await b.close()
+    run(main())
+    for suffix in CONTROL_SUFFIXES:
+        assert admin("SELECT to_regclass(%s) IS NOT NULL", table + suffix) == [(True,)]
+    assert admin(sql.SQL("SELECT value FROM {} WHERE key = 'format_version'").format(
+        sql.Identifier(table + "_meta")).as_string(None)) == [("1",)]
 
 
 def test_user_async_pool_survives_close(table: str) -> None:
@@ -683,6 +712,40 @@ def test_claim_cost_and_latency(table: str, capsys: pytest.CaptureFixture[str]) 
         finally:
             for b in [a, *others]:
                 await b.close()
+            await conn.close()
+    run(main())
+
+
+def test_control_calls_are_one_round_trip(table: str) -> None:
+    """poll (triggers + generation) is one statement; a change is the lock and one
+    statement in one round trip; a claim fenced as stale stays 2 statements, 1 round trip."""
+    async def main() -> None:
+        counter = _Counter()
+        conn = await counter.connect()
+        a = await opened(table, conn)
+        try:
+            cost: dict[str, tuple[int, int]] = {}
+
+            async def measured(what: str, call: Awaitable[Any]) -> Any:
+                counter.count = 0
+                with _SyncTrace(conn) as trace:
+                    answer = await call
+                cost[what] = (counter.count, trace.syncs)
+                return answer
+
+            assert (await measured("idle poll", a.poll(["job"]))).generation == 0
+            assert await measured("change", a.change_control(
+                ControlChange("job", 0, "{}", "{}"))) == 1
+            await a.request_trigger("job", None)
+            polled = await measured("poll", a.poll(["job"]))
+            assert len(polled.triggers) == 1 and polled.generation == 1
+            stale = await measured("stale claim", a.claim(request(db_ms(), "A")))
+            assert stale.outcome == "stale"
+            for what, (statements, syncs) in cost.items():
+                assert syncs in (1, -1), (what, syncs)  # -1: libpq tracing unavailable
+                assert statements == (2 if what in ("change", "stale claim") else 1), what
+        finally:
+            await a.close()
             await conn.close()
     run(main())
 

@@ -32,7 +32,7 @@ PROMPT = 1.0
 #: the lease stores with a wake-up channel (SQLite has none: it keeps polling)
 WATCHING = ("postgres", "redis", "redis-cluster", "valkey")
 #: those of them with runtime control (a "changed" wake-up)
-CONTROL_WATCHING = ("redis", "redis-cluster", "valkey")
+CONTROL_WATCHING = ("postgres", "redis", "redis-cluster", "valkey")
 
 
 @pytest.fixture

@@ -32,6 +32,8 @@ def test_a_planner_step_is_the_lock_and_one_statement() -> None:
     [lock, new] = statements.claims(batch)
     assert new[0] == sql.SQL("new") and new[1]["idx"] == list(range(500))
     assert lock[1]["jobs"] == sorted({r.name for r in batch})
+    # the version fence travels in the same statement (no extra round trip)
+    assert statements.claims([req("v", version=3)])[1][1]["versions"] == [3]
     # a takeover and a second request for one job go in their own statements, in order
     mixed = statements.claims([req("a"), req("b", "takeover"), req("a")])
     assert [(q, p["idx"]) for q, p in mixed[1:]] == [

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Final
 
 from ...durations import parse_duration
-from ...errors import IncompatibleStoreError, StoreError
+from ...errors import StoreError
 from ...history import RunRecord, RunStatus
 from ...names import check_table_name
 from ..base import (
@@ -47,6 +47,7 @@ try:
     from . import control, queries
     from .claims import Statements, claim_answers, finish_answers, with_retries
     from .links import Link, Params, Query, Row, Session, Statement, make_link
+    from .tables import Tables
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     _MISSING: ImportError | None = exc
 else:
@@ -94,7 +95,6 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
         self._open_lock = asyncio.Lock()
         # the text form is used only for to_regclass() and advisory lock keys
         self._qualified = f'"{schema}"."{base}"' if schema else f'"{base}"'
-        self._schema = schema
 
         def ident(suffix: str) -> sql.Identifier:
             return sql.Identifier(schema, base + suffix) if schema else sql.Identifier(
@@ -109,22 +109,15 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
             "attempts_job": sql.Identifier(base + "_attempts_job"),
             "attempts_run": sql.Identifier(base + "_attempts_run"),
         }
-        self._regclass = {
-            key: (f'"{schema}".' if schema else "") + f'"{base}{suffix}"'
-            for key, suffix in (("runs", ""), ("attempts", "_attempts"), ("jobs", "_jobs"),
-                                ("meta", "_meta"))
-        }
 
         def q(text: str) -> sql.Composed:
             return sql.SQL(text).format(**ids)
 
-        self._q_create = [q(text) for text in queries.CREATE]
-        self._q_create_control = [q(text) for text in control.CREATE]
+        self._tables = Tables(schema, base, self._qualified, q)
         self._control_queries = {
             "poll": q(control.POLL), "read": q(control.READ), "change": q(control.CHANGE),
             "lock": sql.SQL(queries.JOB_LOCK), "log": q(control.CHANGE_LOG),
             "offer": q(control.OFFER), "withdraw": q(control.WITHDRAW)}
-        self._q_read_version = q(queries.READ_VERSION)
         self._q_register = q(queries.REGISTER)
         self._q_known = q(queries.KNOWN_JOBS)
         self._q_purge = q(queries.PURGE)
@@ -225,61 +218,13 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
             self._link = link
             try:
                 async with link.session() as session, session.transaction():
-                    await self._setup(session)
+                    await self._tables.setup(session, self.address)
             except BaseException as exc:
                 self._link = None
                 await link.close()
                 if isinstance(exc, psycopg.Error):
                     raise self._error("creating tables", exc) from exc
                 raise
-
-    async def _setup(self, session: Session) -> None:
-        # Several instances may start at once: the transaction-scoped advisory lock makes
-        # the check-then-create atomic (CREATE ... IF NOT EXISTS alone can still race on
-        # the catalog's unique indexes).
-        await session.fetch(sql.SQL(queries.SETUP_LOCK), {"table": self._qualified})
-        await self._create_tables(session)
-        # the runtime-control tables join a namespace of any anarchon (same format)
-        for statement in self._q_create_control:
-            await session.fetch(statement)
-
-    async def _create_tables(self, session: Session) -> None:
-        if self._schema is not None:
-            [(exists,)] = await session.fetch(sql.SQL(queries.SCHEMA_EXISTS),
-                                              {"schema": self._schema})
-            if not exists:
-                await session.fetch(sql.SQL(queries.CREATE_SCHEMA).format(
-                    schema=sql.Identifier(self._schema)))
-        [present] = await session.fetch(sql.SQL(queries.EXISTING), self._regclass)
-        runs, attempts, jobs, meta = (bool(v) for v in present)
-        if meta:
-            try:
-                rows = await session.fetch(self._q_read_version)
-            except psycopg.Error as exc:
-                raise IncompatibleStoreError(
-                    f"{self._regclass['meta']} at {self.address} exists but is not an "
-                    f"anarchon format table ({exc}); choose another table= value") from exc
-            version = rows[0][0] if rows else None
-            if version != queries.FORMAT_VERSION:
-                raise IncompatibleStoreError(
-                    f"{self._regclass['meta']} at {self.address} holds anarchon format "
-                    f"{version!r}, this version needs {queries.FORMAT_VERSION!r}; nothing was "
-                    "changed. Use another table= value or migrate the tables")
-            if runs and attempts and jobs:
-                await session.fetch(self._q_create[-2])  # triggers (IF NOT EXISTS)
-                return
-            # a table was dropped by hand: recreate it (IF NOT EXISTS keeps the others)
-            for statement in self._q_create[:-1]:
-                await session.fetch(statement)
-            return
-        if runs or attempts or jobs:
-            raise IncompatibleStoreError(
-                f"tables named after {self._qualified} exist at {self.address} without an "
-                f"anarchon {self._regclass['meta']} table; nothing was changed. Choose "
-                "another table= value")
-        for statement in self._q_create:
-            await session.fetch(statement, {"version": queries.FORMAT_VERSION}
-                                if statement is self._q_create[-1] else None)
 
     async def close(self) -> None:
         """Close our pool; return the reserved heartbeat connection to a user's pool."""
@@ -442,8 +387,8 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
 
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
         """``LISTEN`` on the table's channel (``channel``) on a dedicated connection and
-        deliver wake-ups (hand-overs and trigger requests, sent by ``pg_notify`` in the
-        same statement) until cancelled; reconnects by itself.
+        deliver wake-ups (hand-overs, trigger requests and control changes, sent by
+        ``pg_notify`` in the same statement) until cancelled; reconnects by itself.
 
         Needs connection settings to open that connection: a DSN, or a pool whose
         ``conninfo`` is a string. With a single connection passed in there is none:

@@ -1,7 +1,8 @@
 """PostgreSQL wake-ups: ``LISTEN`` on the table's channel on a dedicated connection.
 
-Hand-overs and trigger requests are announced by ``pg_notify`` in the statement that
-writes them (see ``.queries``); ``notifications()`` yields their payloads.
+Hand-overs, trigger requests and control changes are announced by ``pg_notify`` in the
+statement that writes them (see ``.queries`` and ``.control``); ``notifications()`` yields
+their payloads.
 """
 
 from __future__ import annotations
