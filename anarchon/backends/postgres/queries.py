@@ -44,7 +44,9 @@ FROM (SELECT DISTINCT hashtext(j) AS key FROM unnest(%(jobs)s::text[]) AS j ORDE
 
 EXISTING: Final = """
 SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(attempts)s) IS NOT NULL,
-       to_regclass(%(jobs)s) IS NOT NULL, to_regclass(%(meta)s) IS NOT NULL
+       to_regclass(%(jobs)s) IS NOT NULL, to_regclass(%(meta)s) IS NOT NULL,
+       to_regclass(%(control)s) IS NOT NULL AND to_regclass(%(changes)s) IS NOT NULL
+       AND to_regclass(%(offers)s) IS NOT NULL
 """
 
 SCHEMA_EXISTS: Final = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s)"

@@ -25,10 +25,12 @@ class Tables:
         self.regclass = {
             key: (f'"{schema}".' if schema else "") + f'"{base}{suffix}"'
             for key, suffix in (("runs", ""), ("attempts", "_attempts"), ("jobs", "_jobs"),
-                                ("meta", "_meta"))
+                                ("meta", "_meta"), ("control", "_control"),
+                                ("changes", "_changes"), ("offers", "_offers"))
         }
         self.create = [q(text) for text in queries.CREATE]
-        self.create_control = [q(text) for text in control.CREATE]
+        # no parameters: the statements go as one query, in one round trip
+        self.create_control = sql.SQL("; ").join(q(text) for text in control.CREATE)
         self.read_version = q(queries.READ_VERSION)
 
     async def setup(self, session: Session, address: str) -> None:
@@ -37,12 +39,6 @@ class Tables:
         # the check-then-create atomic (CREATE ... IF NOT EXISTS alone can still race on
         # the catalog's unique indexes).
         await session.fetch(sql.SQL(queries.SETUP_LOCK), {"table": self.qualified})
-        await self._core(session, address)
-        # the runtime-control tables join a namespace of any anarchon (same format)
-        for statement in self.create_control:
-            await session.fetch(statement)
-
-    async def _core(self, session: Session, address: str) -> None:
         if self.schema is not None:
             [(exists,)] = await session.fetch(sql.SQL(queries.SCHEMA_EXISTS),
                                               {"schema": self.schema})
@@ -50,7 +46,12 @@ class Tables:
                 await session.fetch(sql.SQL(queries.CREATE_SCHEMA).format(
                     schema=sql.Identifier(self.schema)))
         [present] = await session.fetch(sql.SQL(queries.EXISTING), self.regclass)
-        runs, attempts, jobs, meta = (bool(v) for v in present)
+        await self._core(session, address, *(bool(v) for v in present[:4]))
+        if not present[4]:  # runtime control joins a namespace of any anarchon (same format)
+            await session.fetch(self.create_control)
+
+    async def _core(self, session: Session, address: str, runs: bool, attempts: bool,
+                    jobs: bool, meta: bool) -> None:
         if meta:
             try:
                 rows = await session.fetch(self.read_version)
