@@ -30,13 +30,8 @@ from tests.frameworks.celery.test_beats import SCHEDULER, record, require, store
 pytestmark = pytest.mark.slow
 
 PULSE = {"pulse": {"task": "t.noop", "every": 1}}
-# Runtime control is on main for SQLite only; Redis (rc-redis) and PostgreSQL (rc-pg)
-# gain it when their branches merge: the marks go then.
-BACKENDS = [
-    "sqlite",
-    "redis",
-    pytest.param("postgres", marks=pytest.mark.xfail(strict=False, reason="rc-pg not merged")),
-]
+# every lease store here has runtime control
+BACKENDS = ["sqlite", "redis", "postgres"]
 
 
 def _app(url: str, queue: str) -> Celery:
