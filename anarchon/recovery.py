@@ -4,8 +4,8 @@ A claim that failed, and whose ``confirm()`` failed too, may or may not have bee
 written. Instead of giving the slot up, the newest such slot of each job is kept and
 retried with a backoff: once the store answers, ``confirm()`` says whether this instance
 won it (then it runs, if its lease can still be trusted), else, if the job's next slot
-has not come yet, it is claimed once more as ``catch-up`` bounded by the job's
-``max_late``, so the slot runs once cluster-wide. Older slots of the same outage are
+is not near (``RECOVER_WITHIN``), it is claimed once more as ``catch-up`` bounded by the
+job's ``max_late``, so the slot runs once cluster-wide. Older slots of the same outage are
 missed, never run late in a flood.
 """
 
@@ -26,10 +26,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("anarchon")
 
+#: a lost slot is claimed again only within this fraction of the gap to its job's next
+#: slot: later, its run would still hold its lease when the next slot is claimed (and,
+#: with overlap="skip", cost that slot); the next slot runs on time instead
+RECOVER_WITHIN = 0.75
 #: first and longest wait between two attempts to reach the store (seconds): a slot is
 #: recovered only before its job's next slot, so the store's return must be noticed soon
 FIRST_RETRY = 0.1
-LONGEST_RETRY = 0.5
+LONGEST_RETRY = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,10 +76,13 @@ class Recovery:
             self._woken.set()
 
     async def _retry(self) -> None:
-        delay = FIRST_RETRY
+        delay, began = FIRST_RETRY, time.monotonic()
         while self.pending and self.host.running:
-            await wait_event(self._woken, delay)
+            # the wait counts from the last attempt's start: one that hung for a while
+            # (a pool waiting for a connection) is followed by the next at once
+            await wait_event(self._woken, max(0.0, began + delay - time.monotonic()))
             self._woken.clear()
+            began = time.monotonic()
             for name in sorted(self.pending, key=lambda n: self.pending[n].request.slot):
                 unknown = self.pending[name]
                 try:
@@ -104,9 +111,10 @@ class Recovery:
         if current is None or request.reason not in ("scheduled", "catch-up"):
             return
         following = current.schedule.next_after(request.slot)
-        if following is not None and following <= host._now_ms():
+        if following is not None and host._now_ms() >= request.slot + RECOVER_WITHIN * (
+                following - request.slot):
             logger.debug("job %r slot %s: its claim was lost in a store outage and its "
-                         "next slot has come; the slot is missed", job.name, request.slot)
+                         "next slot is near; the slot is missed", job.name, request.slot)
             return
         key = RunKey(job.name, request.slot)
         self._reclaimed.add(key)

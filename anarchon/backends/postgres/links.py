@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -31,7 +32,9 @@ Statement = tuple[Query, Params]
 #: longest wait for a connection of our pool (seconds). While the server is down the pool
 #: cannot connect: a claim must fail at once (the engine decides it again when the
 #: server answers) instead of queueing and being answered, late, all together
-ACQUIRE_TIMEOUT = 1.0
+ACQUIRE_TIMEOUT = 0.3
+#: least interval between two replacements of a pool that gives no connection (seconds)
+RENEW_EVERY = 1.0
 
 
 def describe_conninfo(conninfo: str) -> str:
@@ -202,10 +205,14 @@ class AsyncPoolLink(Link):
         self.address = describe_conninfo(conninfo if pool is None else _pool_conninfo(pool))
         self._heartbeat_conn: psycopg.AsyncConnection[Any] | None = None
         self._heartbeat_lock = asyncio.Lock()
+        self._connect_timeout = 5.0
+        self._renewing = asyncio.Lock()
+        self._renewed_at = 0.0
 
     async def open(self, connect_timeout: float) -> None:
         if self.pool is not None:
             return
+        self._connect_timeout = connect_timeout
         # A direct connection first: its error names the real cause (refused, bad
         # password, unknown database), where a pool would only time out.
         probe = await psycopg.AsyncConnection.connect(
@@ -251,9 +258,45 @@ class AsyncPoolLink(Link):
                 async with _autocommit_async(conn):
                     yield _AsyncSession(conn)
             return
-        async with pool.connection(timeout=ACQUIRE_TIMEOUT) as conn, \
-                _autocommit_async(conn):
-            yield _AsyncSession(conn)
+        try:
+            conn = await pool.getconn(ACQUIRE_TIMEOUT)
+        except psycopg_pool.PoolTimeout:
+            await self._renew(pool)
+            raise
+        try:
+            async with _autocommit_async(conn):
+                yield _AsyncSession(conn)
+        finally:
+            if pool is self.pool:
+                await pool.putconn(conn)
+            else:  # replaced meanwhile by _renew(): the old pool is closing
+                with contextlib.suppress(Exception):
+                    await pool.putconn(conn)
+
+    async def _renew(self, stuck: psycopg_pool.AsyncConnectionPool[Any]) -> None:
+        """Our pool gave no connection in time: if the server answers a direct
+        connection, replace the pool. After a server restart psycopg_pool reconnects
+        with a backoff (1 s, 2 s, 4 s …): every call would fail for seconds more."""
+        if not self.owned or self._renewing.locked() or \
+                time.monotonic() - self._renewed_at < RENEW_EVERY:
+            return
+        async with self._renewing:
+            self._renewed_at = time.monotonic()
+            try:
+                probe = await psycopg.AsyncConnection.connect(
+                    self.conninfo, autocommit=True, connect_timeout=1)
+            except psycopg.Error:
+                return  # still down: the pool's own reconnection goes on
+            await probe.close()
+            if self.pool is not stuck:
+                return
+            self.pool, self._heartbeat_conn = None, None
+            try:
+                await self.open(self._connect_timeout)
+            except (psycopg.Error, psycopg_pool.PoolTimeout):
+                self.pool = stuck
+                return
+            await stuck.close(timeout=0)
 
 
 class SyncPoolLink(Link):
