@@ -8,6 +8,10 @@ Saving goes through the core: ``add_job(..., replace=True)`` for an edit, ``paus
 ``resume()`` for *enabled*, ``remove_job()`` for a delete, each with
 ``by="django:USERNAME"``; every running instance offering the handler applies it within
 one heartbeat, without a restart. Bad input shows the core's message on the form.
+
+With a Celery app found (``anarchon_django.celery_app``), a job with the handler
+``celery:publish`` is a Celery entry: saving builds an ``anarchon_celery.Entry`` from the
+Celery fields and calls its ``save()`` on this scheduler (``anarchon_django.celery_form``).
 """
 
 from __future__ import annotations

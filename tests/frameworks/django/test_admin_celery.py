@@ -270,3 +270,18 @@ def test_a_celery_entry_through_a_real_browser(browser: Any, live_server: Any,  
         for folder in shots:
             browser.save_screenshot(str(folder / f"django-admin-celery-entry-{scheme}.png"))
     assert (tmp_path / "django-admin-celery-entry-light.png").stat().st_size > 10_000
+
+
+def test_a_note_when_the_beats_use_another_store(staff: Staff, store: Scheduler,  # noqa: F811
+                                                 tmp_path: Path) -> None:
+    client = staff(*ALL)
+    assert "the beats run them only" not in client.get(ADD).content.decode()
+    APP.conf.anarchon_backend = f"sqlite:///{tmp_path}/elsewhere.db"
+    try:
+        page = client.get(ADD).content.decode()
+    finally:
+        APP.conf.anarchon_backend = None
+    assert "elsewhere.db" in page and "the beats run them only when both are the same " \
+        "store" in page
+    with override_settings(ANARCHON={**settings.ANARCHON, "BACKEND": "django"}):
+        assert "the beats will not start on it" in client.get(ADD).content.decode()
