@@ -1,6 +1,7 @@
-"""Two real ``celery beat`` processes publish a Celery entry saved through the Django
-admin: each of its slots once, with the task chosen in the form; after an edit in the
-admin (every 2 s) no slot of the old grid; none after a delete there."""
+"""Two real ``celery beat`` processes (SQLite and PostgreSQL stores) publish a Celery
+entry saved through the Django admin: each of its slots once, with the task chosen in the
+form; after an edit in the admin (every 2 s) no slot of the old grid; none after a delete
+there."""
 
 from __future__ import annotations
 
@@ -31,9 +32,12 @@ def _slots(cluster: CeleryCluster, job: str, after: float = 0.0) -> list[int]:
                    if r["slot"] / 1000 > after})
 
 
-def test_beats_publish_an_entry_saved_in_the_admin(staff: Staff, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_beats_publish_an_entry_saved_in_the_admin(staff: Staff, tmp_path: Path,  # noqa: F811
+                                                   backend: str) -> None:
     require("the Redis broker", broker_available())
-    spec = store("sqlite")
+    spec = store(backend)
+    require(backend, spec.unavailable())
     url = spec.url_for("ca_" + uuid.uuid4().hex[:10])
     queue = "ca_" + uuid.uuid4().hex[:8]
     cluster = CeleryCluster(tmp_path, {"queue": queue, "backend": url,
@@ -84,6 +88,6 @@ def test_beats_publish_an_entry_saved_in_the_admin(staff: Staff, tmp_path: Path)
     assert {r["task"] for r in later} == {"proj.cleanup"}
     assert all(r["slot"] % 2000 == 0 for r in later), "old 1 s grid after the edit"
     assert not [r for r in publishes if r["slot"] / 1000 > marks["deleted"]]
-    print(f"admin entry: {len(first)} slots every 1 s, {len(later)} every 2 s, "
+    print(f"{backend}: admin entry: {len(first)} slots every 1 s, {len(later)} every 2 s, "
           f"publishes per slot {sorted(set(per_slot.values()))}, beats "
           f"{len({r['pid'] for r in publishes})}")
