@@ -50,6 +50,15 @@ def core_for(app: Any) -> Iterator[CoreScheduler]:
         core.close()
 
 
+@contextmanager
+def _core(app: Any, given: CoreScheduler | None) -> Iterator[CoreScheduler]:
+    if given is not None:
+        yield given
+        return
+    with core_for(app) as core:
+        yield core
+
+
 @dataclass
 class Entry:
     """A beat entry stored at run time: ``Entry(app, "report", "proj.report",
@@ -137,10 +146,14 @@ class Entry:
             raise EntryError(f"entry {self.name!r} is defined in the app's beat_schedule: it "
                              "changes in code; give the dynamic entry another name")
 
-    def save(self) -> Entry:
-        """Store the entry (add or update); returns it with its new ``version``."""
+    def save(self, *, core: CoreScheduler | None = None,
+             by: str = "anarchon_celery.Entry") -> Entry:
+        """Store the entry (add or update); returns it with its new ``version``.
+
+        ``core``: a scheduler on the beats' store to write with (default: one on the app's
+        store, closed after use); ``by``: the author in the job's change log."""
         arguments = self.job_arguments()
-        with core_for(self.app) as core:
+        with _core(self.app, core) as core:
             current = _stored(core).get(self.name)
             if current is not None and (current.dynamic is None
                                         or current.dynamic.handler != HANDLER) \
@@ -148,22 +161,24 @@ class Entry:
                 raise EntryError(f"job {self.name!r} exists in the store and is not a Celery "
                                  "entry; give the entry another name")
             change = core.add_job(self.name, replace=True, paused=not self.enabled,
-                                  by="anarchon_celery.Entry", **arguments)
+                                  by=by, **arguments)
             if self.enabled and current is not None and current.paused \
                     and not current.removed:
-                change = core.resume(self.name, by="anarchon_celery.Entry")
+                change = core.resume(self.name, by=by)
         self.version = change.version
         return self
 
-    def delete(self) -> None:
-        """Remove the entry from every beat (its run history stays)."""
+    def delete(self, *, core: CoreScheduler | None = None,
+               by: str = "anarchon_celery.Entry") -> None:
+        """Remove the entry from every beat (its run history stays); ``core`` and ``by``
+        as for ``save()``."""
         self._check_writable()
-        with core_for(self.app) as core:
+        with _core(self.app, core) as core:
             current = _stored(core).get(self.name)
             if current is None or current.removed or current.dynamic is None \
                     or current.dynamic.handler != HANDLER:
                 raise LookupError(f"no stored Celery entry named {self.name!r}")
-            core.remove_job(self.name, by="anarchon_celery.Entry")
+            core.remove_job(self.name, by=by)
         self.version = None
 
     # -- reading -----------------------------------------------------------------------------

@@ -11,6 +11,8 @@ ANARCHON = {
     "DRAMATIQ": None,           # schedule anarchon_dramatiq-marked actors (None: when
                                 # django_dramatiq is in INSTALLED_APPS)
     "LISTENERS": {},            # {"failure": ["myapp.alerts.on_failure"], ...} per event
+    "CELERY_APP": None,         # "proj.celery:app": the Celery app the dynamic-jobs admin
+                                # offers tasks of (None: the current app; False: none)
 }
 ```
 Every key is optional. ``SCHEDULER["timezone"]`` defaults to ``settings.TIME_ZONE``.
@@ -31,7 +33,8 @@ from django.dispatch import receiver
 from anarchon.backends import Backend
 
 SETTING = "ANARCHON"
-KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER", "DRAMATIQ", "LISTENERS")
+KEYS = ("BACKEND", "OPTIONS", "SCHEDULER", "JOBS", "AUTODISCOVER", "DRAMATIQ", "LISTENERS",
+        "CELERY_APP")
 #: keys of a ``JOBS`` entry besides the job options
 SCHEDULE_KEYS = ("every", "cron", "at")
 #: scheduler arguments that are not options of the core (docs/contract.md, *Options*)
@@ -73,6 +76,8 @@ class AnarchonSettings:
     dramatiq: bool | None = None
     #: event type -> dotted paths of listeners (see ``anarchon_django.signals``)
     listeners: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: dotted path of the Celery app for the admin (None: the current app; False: none)
+    celery_app: str | bool | None = None
 
     def scheduler_arguments(self) -> dict[str, Any]:
         """Keyword arguments for ``anarchon.Scheduler`` (timezone defaulted to TIME_ZONE)."""
@@ -112,8 +117,14 @@ def parse(raw: object) -> AnarchonSettings:
                             f"{dramatiq!r}", "anarchon.E002",
                             "None (the default) schedules marked actors when django_dramatiq "
                             "is installed")
+    celery_app = raw.get("CELERY_APP")
+    if celery_app is not None and celery_app is not False and not (
+            isinstance(celery_app, str) and celery_app.strip(". :")):
+        raise SettingsError(f"{SETTING}['CELERY_APP'] must be a dotted path, False or None, "
+                            f"got {celery_app!r}", "anarchon.E002",
+                            'e.g. "proj.celery:app"; None uses celery.current_app')
     return AnarchonSettings(backend, options, scheduler, jobs, tuple(discover), dramatiq,
-                            _listeners(_dict(raw, "LISTENERS")))
+                            _listeners(_dict(raw, "LISTENERS")), celery_app)
 
 
 def _listeners(raw: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -8,6 +8,10 @@ Saving goes through the core: ``add_job(..., replace=True)`` for an edit, ``paus
 ``resume()`` for *enabled*, ``remove_job()`` for a delete, each with
 ``by="django:USERNAME"``; every running instance offering the handler applies it within
 one heartbeat, without a restart. Bad input shows the core's message on the form.
+
+With a Celery app found (``anarchon_django.celery_app``), a job with the handler
+``celery:publish`` is a Celery entry: saving builds an ``anarchon_celery.Entry`` from the
+Celery fields and calls its ``save()`` on this scheduler (``anarchon_django.celery_form``).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ from django.urls import URLPattern, path, reverse
 from anarchon import JobInfo
 
 from . import controls
+from .celery_app import celery_app, store_note, task_names
 from .forms import DynamicJobForm, dynamic_initial, show_error
 from .job_pages import INPUT_ERRORS, by, job_url
+from .runtime import get_scheduler
 
 
 def _url(view: str, name: str | None = None) -> str:
@@ -95,16 +101,24 @@ class DynamicJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return found
 
     def _form_view(self, request: HttpRequest, info: JobInfo | None) -> HttpResponse:
-        error = None
+        error = celery_error = note = None
         handlers: list[str] = []
         try:
             handlers = controls.handler_names()
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
+        app, tasks = None, []
+        try:
+            app = celery_app()
+            if app is not None:
+                tasks, note = task_names(app), store_note(app)
+        except Exception as exc:  # a bad CELERY_APP or an app that cannot finalize
+            app, celery_error = None, controls.error_text(exc)
         initial = {} if info is None else dynamic_initial(
             info, controls.split_schedule(info))
         form = DynamicJobForm(request.POST if request.method == "POST" else None,
-                              initial=initial, handlers=handlers, editing=info is not None)
+                              initial=initial, handlers=handlers, editing=info is not None,
+                              celery_app=app, tasks=tasks)
         if request.method == "POST" and form.is_valid():
             name = info.name if info is not None else form.cleaned_data["name"]
             if self._save(request, form, name, info):
@@ -117,6 +131,7 @@ class DynamicJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return TemplateResponse(request, "admin/anarchon_django/dynamic_job.html",
                                 self._context(request, title, form=form, info=info,
                                               error=error, editable=editable,
+                                              celery_error=celery_error, celery_note=note,
                                               delete_url=None if info is None else
                                               _url("delete", info.name),
                                               can_delete=self.has_delete_permission(request)))
@@ -125,6 +140,8 @@ class DynamicJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
               info: JobInfo | None) -> bool:
         """Store the form's job through the core; False (errors on the form) if refused."""
         who = by(request)
+        if form.is_celery():
+            return self._save_entry(request, form, name, info)
         try:
             change = controls.add_job(name, who, replace=info is not None, **form.arguments())
             enabled = form.cleaned_data["enabled"]
@@ -141,6 +158,27 @@ class DynamicJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return False
         state = "" if form.cleaned_data["enabled"] else "; it is paused (not enabled)"
         messages.success(request, f"{controls.sentence(change)}{state}")
+        return True
+
+    def _save_entry(self, request: HttpRequest, form: DynamicJobForm, name: str,
+                    info: JobInfo | None) -> bool:
+        """Store a Celery entry with ``Entry.save()`` on the admin's scheduler."""
+        try:
+            if info is None and controls.find(name) is not None:
+                form.add_error("name", f"A job named {name!r} exists already: give another "
+                                       "name, or edit that job.")
+                return False
+            entry = form.celery_entry(name).save(core=get_scheduler(), by=by(request))
+        except INPUT_ERRORS as exc:
+            show_error(form, exc)
+            return False
+        except Exception as exc:  # a store that does not answer: on the form
+            form.add_error(None, f"The entry was not saved: {type(exc).__name__}: {exc}")
+            return False
+        verb = "Added" if info is None else "Updated"
+        state = "" if entry.enabled else "; it is paused (not enabled)"
+        messages.success(request, f"{verb} Celery entry “{name}” (task {entry.task}, "
+                                  f"version {entry.version}){state}")
         return True
 
     def delete_view_(self, request: HttpRequest) -> HttpResponse:

@@ -11,14 +11,19 @@ from typing import Any
 
 from django import forms
 
+from . import celery_form
 from .controls import error_text
+
+#: the handler of Celery entries (``anarchon_celery.HANDLER``; no Celery import here)
+CELERY_HANDLER = "celery:publish"
 
 SCHEDULE_KINDS = (("every", "Every (interval)"), ("cron", "Cron"))
 #: job options of a dynamic job that are durations (seconds or ``10s``, ``5m``)
 DURATION_OPTIONS = ("jitter", "max_late", "timeout", "catch_up", "history_ttl")
 COUNT_OPTIONS = ("max_attempts", "history_size")
 #: where a core message that names a field belongs, checked in this order
-_FIELD_WORDS = ("offset", "timezone", "cron", "every", "at=", "params", "handler",
+_FIELD_WORDS = ("kwargs", "args", "headers", "offset", "timezone", "cron", "every", "at=",
+                "params", "handler",
                 *DURATION_OPTIONS, *COUNT_OPTIONS, "overlap", "name")
 
 _DURATION_HELP = "seconds, or 500ms, 10s, 5m, 1h30m, 2d"
@@ -98,12 +103,18 @@ class DynamicJobForm(forms.Form):
                                  help_text="unticked: the job is stored but paused")
 
     def __init__(self, *args: Any, handlers: list[str], editing: bool = False,
+                 celery_app: Any = None, tasks: list[str] | None = None,
                  **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.editing = editing
+        self.celery_app = celery_app
+        self.tasks = list(tasks or [])
         if editing:
             self.fields["name"].disabled = True
         current = str(self.initial.get("handler") or "")
+        if celery_app is not None:
+            celery_form.add_fields(self, self.tasks)
+            handlers = sorted({*handlers, CELERY_HANDLER})
         if handlers:
             choices = [(name, name) for name in handlers]
             if current and current not in handlers:
@@ -123,7 +134,25 @@ class DynamicJobForm(forms.Form):
                 self.add_error(needed, f"Give the schedule, e.g. {example}.")
         if kind == "at" and data.get("at") is None and "at" not in self.errors:
             self.add_error("at", "Give the date and time of the run.")
+        if self.is_celery(data):
+            celery_form.clean(self, data, self.tasks)
         return data
+
+    def is_celery(self, data: dict[str, Any] | None = None) -> bool:
+        """Whether the job is a Celery entry (handler ``celery:publish``, app found)."""
+        handler = (self.cleaned_data if data is None else data).get("handler")
+        return self.celery_app is not None and handler == CELERY_HANDLER
+
+    def celery_entry(self, name: str) -> Any:
+        """The ``anarchon_celery.Entry`` the form describes (``is_celery()`` only)."""
+        return celery_form.entry(self.cleaned_data, self.celery_app, name, self.job_options())
+
+    def job_options(self) -> dict[str, Any]:
+        """The job options given (durations, counts, overlap)."""
+        data = self.cleaned_data
+        return {option: data[option] for option in (*DURATION_OPTIONS, *COUNT_OPTIONS,
+                                                    "overlap")
+                if data.get(option) not in (None, "")}
 
     def arguments(self) -> dict[str, Any]:
         """The keyword arguments of ``add_job()`` (without ``name``, ``replace``, ``by``)."""
@@ -135,10 +164,7 @@ class DynamicJobForm(forms.Form):
             job.update(cron=data["cron"], timezone=data["timezone"] or None)
         else:
             job["at"] = data["at"]
-        for option in (*DURATION_OPTIONS, *COUNT_OPTIONS, "overlap"):
-            value = data.get(option)
-            if value not in (None, ""):
-                job[option] = value
+        job.update(self.job_options())
         return job
 
 
@@ -153,15 +179,22 @@ def dynamic_initial(info: Any, schedule: Any) -> dict[str, Any]:
     for option in (*DURATION_OPTIONS, *COUNT_OPTIONS, "overlap"):
         if option in info.options and info.options[option] is not None:
             initial[option] = info.options[option]
+    if info.handler == CELERY_HANDLER:
+        initial.update(celery_form.initial(info.params))
     return initial
 
 
 def show_error(form: forms.Form, exc: BaseException) -> None:
     """Put the core's message for ``exc`` on the field it names, else on the form."""
     message = error_text(exc)
-    # the core's messages start "job 'NAME': "; the name must not pick the field
-    lowered = message.lower().split("': ", 1)[-1] if message.startswith("job ") else \
-        message.lower()
+    # the core's messages start "job 'NAME': " (Entry's "entry 'NAME': "); the name must
+    # not pick the field
+    lowered = message.lower().split("': ", 1)[-1] \
+        if message.startswith(("job ", "entry ")) else message.lower()
+    first = lowered.split(" ", 1)[0]
+    if first in form.fields and not form.fields[first].disabled:
+        form.add_error(first, message)
+        return
     for word in _FIELD_WORDS:
         field = word.rstrip("=")
         if field in form.fields and not form.fields[field].disabled and word in lowered:
