@@ -103,8 +103,10 @@ def test_actor_as_dynamic_job_one_message_per_slot_then_removed(rig: Rig,
     assert Counter(r["slot"] for r in echoes) == per_slot
     assert all((r["job"], r["args"], r["kwargs"]) == ("dyn", [1, "a"], {"tenant": 7})
                for r in echoes)
+    first_after = min(r["t"] for r in messages) * 1000 - added_at
     print(f"dynamic job: {len(slots)} slots, {len(messages)} messages from "
-          f"{len({r['pid'] for r in messages})} schedulers, 0 after remove_job()")
+          f"{len({r['pid'] for r in messages})} schedulers, 0 after remove_job(); first "
+          f"message {first_after:.0f} ms after add_job() returned")
 
 
 @pytest.mark.parametrize("broker_kind", ["redis"], indirect=True)
@@ -129,6 +131,11 @@ def test_pause_resume_reschedule_a_declared_actor(rig: Rig, store: str) -> None:
 
     per_slot = Counter(r["slot"] for r in sent(rig, "tick"))
     assert set(per_slot.values()) == {1}, f"a slot was sent twice: {per_slot}"
+    resumed = min(r["t"] for r in sent(rig, "tick") if r["slot"] > resumed_at) * 1000
+    print(f"declared actor: 0 messages for slots after pause() returned; first message "
+          f"{resumed - resumed_at:.0f} ms after resume() returned; {len(on_new)} slots on "
+          f"the every-2s grid after reschedule(), none off it; {len(per_slot)} slots, each "
+          f"sent once")
     changes, _ = control(store, lambda s: s.changes("tick"))
     assert [c.action for c in changes] == ["reschedule", "resume", "pause"]
     assert changes[-1].by == "test"
