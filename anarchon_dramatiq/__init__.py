@@ -8,7 +8,9 @@ on a scheduler you run yourself, e.g. from Django's ``manage.py anarchon run``),
 [`AnarchonMiddleware`][anarchon_dramatiq.AnarchonMiddleware] to the workers' broker before
 ``Retries`` to record the real outcome of tracked messages (``track=True``). A tracked
 slot is sent once unless its mark says ``resend=True``; outcomes that never arrive are
-logged as a configuration error.
+logged as a configuration error. Every actor is also offered as the handler
+``dramatiq:<actor_name>`` for dynamic jobs (``add_job()``; ``params`` become the
+message's arguments, see ``anarchon_dramatiq.params``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,16 @@ from __future__ import annotations
 from .info import RunInfo, run_info
 from .marks import Mark, at, cron, every, marks_of
 from .middleware import AnarchonMiddleware, install_middleware
+from .params import ParamsError, message_arguments
 from .runner import build_scheduler
-from .sending import ActorSender, marked_actors, register_actors
+from .sending import ActorHandler, ActorSender, marked_actors, register_actors, register_handlers
 
 __all__ = [
+    "ActorHandler",
     "ActorSender",
     "AnarchonMiddleware",
     "Mark",
+    "ParamsError",
     "RunInfo",
     "at",
     "build_scheduler",
@@ -31,6 +36,8 @@ __all__ = [
     "install_middleware",
     "marked_actors",
     "marks_of",
+    "message_arguments",
     "register_actors",
+    "register_handlers",
     "run_info",
 ]

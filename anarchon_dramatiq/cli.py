@@ -2,9 +2,10 @@
 
 Imports the modules (which set up the Dramatiq broker and declare actors, like
 ``dramatiq``'s own CLI), registers every actor marked with ``every/cron/at`` as an
-anarchon job, and runs until SIGINT/SIGTERM (graceful stop: a backup instance takes
-over a run that was being sent at once). Run it on as many machines as you like: only
-the slot winner sends each message.
+anarchon job, offers every actor as the handler ``dramatiq:<actor_name>`` for dynamic
+jobs (``add_job()``, the Django admin), and runs until SIGINT/SIGTERM (graceful stop:
+a backup instance takes over a run that was being sent at once). Run it on as many
+machines as you like: only the slot winner sends each message.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from anarchon.durations import parse_duration
 
 from .discovery import project_store
 from .runner import build_scheduler
+from .sending import all_actors, handler_name
 
 PROG = "anarchon-dramatiq"
 
@@ -107,8 +109,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return report(PROG, UsageFailure(str(exc)).with_traceback(exc.__traceback__),
                       backend_url, args.traceback)
     logging.getLogger("anarchon.dramatiq").info(
-        "scheduling %s on %s as %s", ", ".join(scheduler.job_names), scheduler.backend.name,
-        scheduler.instance_id)
+        "scheduling %s on %s as %s; handlers for dynamic jobs: %s",
+        ", ".join(scheduler.job_names) or "no marked actor", scheduler.backend.name,
+        scheduler.instance_id,
+        ", ".join(handler_name(a) for a in all_actors(broker))
+        if scheduler.backend.supports_control else "none (the store has no runtime control)")
     try:
         scheduler.run(stop_timeout=parse_duration(args.stop_timeout, option="stop_timeout"))
     except KeyboardInterrupt:

@@ -51,7 +51,8 @@ def register_project_actors(scheduler: AnyScheduler, **options: Any) -> list[str
     if not names:
         logger.warning("scheduling Dramatiq actors, but no actor is marked with "
                        "anarchon_dramatiq.every/cron/at in the apps' %s modules (or the "
-                       "modules of ANARCHON['AUTODISCOVER'])", ", ".join(actor_modules()))
+                       "modules of ANARCHON['AUTODISCOVER']); their actors are offered "
+                       "for dynamic jobs only", ", ".join(actor_modules()))
     return names
 
 

@@ -8,7 +8,7 @@ from dramatiq import Broker
 
 from anarchon import Backend, Scheduler, from_url
 
-from .sending import register_actors
+from .sending import all_actors, register_actors
 
 
 def build_scheduler(backend: str | Backend, broker: Broker | None = None, *,
@@ -19,13 +19,18 @@ def build_scheduler(backend: str | Backend, broker: Broker | None = None, *,
 
     ``backend`` is a URL for [`anarchon.from_url()`][anarchon.from_url] or a backend object;
     ``options`` are scheduler options (``lease``, ``heartbeat``, ``jitter``, ``max_late`` …).
-    Raises ``ValueError`` when no actor is marked. Call ``run()`` (blocks, stops
-    gracefully on SIGINT/SIGTERM) or ``start()``/``stop()`` on the result.
+    Every actor of ``broker`` is offered as the handler ``dramatiq:<actor_name>`` for
+    dynamic jobs. Raises ``ValueError`` when there is nothing to schedule: no actor is
+    marked and (the store has no runtime control, or the broker declares no actor). Call
+    ``run()`` (blocks, stops gracefully on SIGINT/SIGTERM) or ``start()``/``stop()`` on
+    the result.
     """
     store = from_url(backend) if isinstance(backend, str) else backend
     scheduler = Scheduler(store, instance_id=instance_id, **options)
     names = register_actors(scheduler, broker, track=track, queue_lease=queue_lease)
-    if not names:
-        raise ValueError("no Dramatiq actor is marked with anarchon_dramatiq.every/cron/at "
-                         "(import the modules that declare them first)")
+    if not names and not (store.supports_control and all_actors(broker)):
+        raise ValueError("no Dramatiq actor is marked with anarchon_dramatiq.every/cron/at"
+                         + (" and none is declared to run dynamic jobs" if
+                            store.supports_control else "")
+                         + " (import the modules that declare them first)")
     return scheduler

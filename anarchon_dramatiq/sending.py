@@ -19,6 +19,11 @@ slow queue, never makes the actor run twice; ``OutcomeWatch``
 logs the missing outcome as a configuration error instead. Untracked jobs record
 ``success`` as soon as the message is sent.
 
+Every actor of the broker, marked or not, is also offered as the handler
+``dramatiq:<actor_name>`` of dynamic jobs (``add_job()``, the Django admin):
+[`ActorHandler`][anarchon_dramatiq.sending.ActorHandler] is the same sender, with the
+message's arguments taken from the job's ``params`` (``anarchon_dramatiq.params``).
+
 A failed send is logged at ERROR with the broker's error and recorded as the run's
 failure; skipped slots are logged (``SlotLog``).
 """
@@ -37,12 +42,15 @@ from anarchon.durations import parse_duration
 
 from .errors import check_delay, check_resend
 from .marks import Mark, check_message_options, marks_of
+from .params import ParamsError, message_arguments
 from .watch import OutcomeWatch, SlotLog
 
 logger = logging.getLogger("anarchon.dramatiq")
 
 #: default time a tracked message may wait in the queue before it is re-sent
 DEFAULT_QUEUE_LEASE = 600.0
+#: dynamic jobs name an actor's handler ``dramatiq:<actor_name>``
+HANDLER_PREFIX = "dramatiq:"
 
 AnyScheduler: TypeAlias = "Scheduler | AsyncScheduler"
 
@@ -86,11 +94,21 @@ class ActorSender:
         """Whether this run is detached and finished by a worker (never a manual run)."""
         return self.track and not ctx.manual
 
+    def arguments(self, ctx: RunContext) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The actor's arguments for this run: the mark's ``args``/``kwargs``."""
+        return tuple(self.mark.args), dict(self.mark.kwargs)
+
     def __call__(self, ctx: RunContext) -> None:
+        try:
+            args, kwargs = self.arguments(ctx)
+        except ParamsError as exc:
+            logger.error("job %r slot %s attempt %d: %s; the run is recorded as failed",
+                         ctx.name, ctx.slot, ctx.attempt, exc)
+            raise
         options = self.options_for(ctx)
         queue_name = self.mark.queue_name or self.actor.queue_name
         try:
-            message = self._send(options)
+            message = self._send(args, kwargs, options)
         except Exception as exc:
             logger.error("job %r slot %s attempt %d: sending to queue %r failed: %s: %s; "
                          "the run is recorded as failed", ctx.name, ctx.slot, ctx.attempt,
@@ -102,8 +120,8 @@ class ActorSender:
             self.watch.expect(ctx.name, ctx.slot, ctx.attempt, self.queue_lease,
                               resend=self.mark.resend)
 
-    def _send(self, options: dict[str, Any]) -> Any:
-        args, kwargs = tuple(self.mark.args), dict(self.mark.kwargs)
+    def _send(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+              options: dict[str, Any]) -> Any:
         queue_name = self.mark.queue_name
         if queue_name is None or queue_name == self.actor.queue_name:
             return self.actor.send_with_options(args=args, kwargs=kwargs,
@@ -113,6 +131,25 @@ class ActorSender:
             broker.declare_queue(queue_name)
         built = self.actor.message_with_options(args=args, kwargs=kwargs, **options)
         return broker.enqueue(built.copy(queue_name=queue_name), delay=self.mark.delay)
+
+
+class ActorHandler(ActorSender):
+    """The handler ``dramatiq:<actor_name>`` of dynamic jobs: the same sender as a marked
+    actor's (one message per won slot, the same ``anarchon_*`` options), untracked, its
+    arguments taken from the job's ``params`` (``anarchon_dramatiq.params``)."""
+
+    def __init__(self, actor: Actor[Any, Any]) -> None:
+        super().__init__(actor, Mark("handler", None, None), track=False,
+                         queue_lease=DEFAULT_QUEUE_LEASE)
+
+    def arguments(self, ctx: RunContext) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments ``ctx.params`` stands for; ``ParamsError`` when it cannot."""
+        return message_arguments(ctx.params, ctx.name, self.actor.actor_name)
+
+
+def handler_name(actor: Actor[Any, Any]) -> str:
+    """The handler name a dynamic job gives to send ``actor``: ``dramatiq:<actor_name>``."""
+    return HANDLER_PREFIX + actor.actor_name
 
 
 def marked_actors(broker: Broker | None = None) -> list[tuple[Actor[Any, Any], Mark]]:
@@ -128,7 +165,8 @@ def marked_actors(broker: Broker | None = None) -> list[tuple[Actor[Any, Any], M
 
 def register_actors(scheduler: AnyScheduler, broker: Broker | None = None, *,
                     track: bool = False, queue_lease: Any = None,
-                    actors: Iterable[Actor[Any, Any]] | None = None) -> list[str]:
+                    actors: Iterable[Actor[Any, Any]] | None = None,
+                    handlers: bool = True) -> list[str]:
     """Register every marked actor as a job on ``scheduler``; returns the job names.
 
     ``broker`` defaults to Dramatiq's global broker (what ``django_dramatiq`` configures).
@@ -141,15 +179,20 @@ def register_actors(scheduler: AnyScheduler, broker: Broker | None = None, *,
     without ``timezone=`` are pinned to UTC, whatever the scheduler's default zone (the
     same slots under every entry point). Marks sending to a ``queue_name`` that no actor
     of the broker declares are logged at WARNING (workers consume declared queues only).
+
+    With ``handlers`` (the default), every actor of the broker (marked or not; limited to
+    ``actors`` when given) is also offered for dynamic jobs, by
+    [`register_handlers()`][anarchon_dramatiq.sending.register_handlers].
     """
     default_lease = (DEFAULT_QUEUE_LEASE if queue_lease is None
                      else parse_duration(queue_lease, option="queue_lease"))
+    actors = None if actors is None else list(actors)
     chosen = None if actors is None else {id(a) for a in actors}
     core = scheduler.core if isinstance(scheduler, Scheduler) else scheduler
     watch = OutcomeWatch(core)
     found = [(a, m) for a, m in marked_actors(broker)
              if chosen is None or id(a) in chosen]
-    queues = {a.queue_name for a in _all_actors(broker)}
+    queues = {a.queue_name for a in all_actors(broker)}
     names: list[str] = []
     for actor, mark in found:
         name = mark.name or actor.actor_name
@@ -179,9 +222,34 @@ def register_actors(scheduler: AnyScheduler, broker: Broker | None = None, *,
     if names:
         core.on("skip", SlotLog(set(names)))
         core.on("start", watch.on_start)
+    if handlers:
+        register_handlers(scheduler, broker, actors=actors)
     return names
 
 
-def _all_actors(broker: Broker | None) -> list[Actor[Any, Any]]:
+def register_handlers(scheduler: AnyScheduler, broker: Broker | None = None, *,
+                      actors: Iterable[Actor[Any, Any]] | None = None) -> list[str]:
+    """Offer every actor of ``broker`` (default: the global broker; limited to ``actors``)
+    as the handler ``dramatiq:<actor_name>`` of dynamic jobs on ``scheduler``; returns the
+    handler names (none on a store without runtime control).
+
+    ``add_job(name, handler="dramatiq:report", every="1h", params={"kind": "daily"})``
+    then sends ``report`` one message per slot (``params`` → arguments:
+    ``anarchon_dramatiq.params``), untracked: the run succeeds when the message is sent.
+    """
+    core = scheduler.core if isinstance(scheduler, Scheduler) else scheduler
+    if not core.backend.supports_control:
+        return []
+    chosen = None if actors is None else {id(a) for a in actors}
+    offered: list[str] = []
+    for actor in sorted(all_actors(broker), key=lambda a: a.actor_name):
+        if chosen is None or id(actor) in chosen:
+            offered.append(handler_name(actor))
+            core.handler(offered[-1], ActorHandler(actor))
+    return offered
+
+
+def all_actors(broker: Broker | None) -> list[Actor[Any, Any]]:
+    """Every actor declared on ``broker`` (default: the global broker)."""
     broker = broker if broker is not None else dramatiq.get_broker()
     return [broker.get_actor(name) for name in broker.get_declared_actors()]

@@ -7,9 +7,12 @@ name), ``ADT_STORE`` (anarchon store URL), ``ADT_LOG`` (JSONL log), ``ADT_ROLE``
 (``0``: the broker gets no ``AnarchonMiddleware``, the configuration slip of tracking
 without it).
 
-Scheduler processes log every message they enqueue (``sent``); workers log each
-execution (``begin``/``end``). In the ``hang`` scenario a scheduler blocks before
-publishing attempt 1, so a test can kill it between winning the slot and sending.
+Scheduler processes log every message they enqueue (``sent``, with its actor and
+arguments); workers log each execution (``begin``/``end``; ``echo`` with the arguments).
+The ``control`` scenario declares ``tick`` and ``clock`` (every 1 s, untracked) and the
+unmarked ``echo``, a handler for dynamic jobs (``dramatiq:echo``). In the ``hang``
+scenario a scheduler blocks before publishing attempt 1, so a test can kill it between
+winning the slot and sending.
 """
 
 from __future__ import annotations
@@ -67,7 +70,8 @@ class Recorder(Middleware):
         if ROLE == "scheduler" and "anarchon_slot" in message.options:
             log(kind="sent", job=message.options["anarchon_job"],
                 slot=message.options["anarchon_slot"],
-                attempt=message.options["anarchon_attempt"], message_id=message.message_id)
+                attempt=message.options["anarchon_attempt"], message_id=message.message_id,
+                actor=message.actor_name, args=list(message.args), kwargs=message.kwargs)
 
 
 broker = make_broker()
@@ -121,3 +125,20 @@ elif SCENARIO == "crash":
         if options["anarchon_attempt"] == 1:
             time.sleep(3600)  # the worker is killed meanwhile
         log(kind="end", slot=options["anarchon_slot"], attempt=options["anarchon_attempt"])
+
+elif SCENARIO == "control":
+    @ad.every("1s")
+    @dramatiq.actor(queue_name=NAMESPACE)
+    def tick() -> None:
+        _begin()
+
+    @ad.every("1s")
+    @dramatiq.actor(queue_name=NAMESPACE)
+    def clock() -> None:
+        _begin()
+
+    @dramatiq.actor(queue_name=NAMESPACE)
+    def echo(*args: Any, **kwargs: Any) -> None:
+        options = _begin()
+        log(kind="echo", job=options.get("anarchon_job"), slot=options.get("anarchon_slot"),
+            args=list(args), kwargs=kwargs)

@@ -93,14 +93,6 @@ def test_registration_names_jobs_after_actors(broker: StubBroker, db: str) -> No
         ad.register_actors(scheduler, broker, actors=[refresh])  # already registered
 
 
-def test_build_scheduler_refuses_a_broker_without_marks(broker: StubBroker, db: str) -> None:
-    @dramatiq.actor(broker=broker)
-    def plain() -> None: ...
-
-    with pytest.raises(ValueError, match="no Dramatiq actor is marked"):
-        ad.build_scheduler(f"sqlite:///{db}", broker)
-
-
 def test_middleware_rejects_bad_options() -> None:
     with pytest.raises(ValueError, match="heartbeat"):
         ad.AnarchonMiddleware("sqlite:///x.db", lease=1, heartbeat=2)
