@@ -277,20 +277,28 @@ class RuntimeControl:
         for spec in await self.backend.known_jobs():
             if spec.name not in infos:
                 infos[spec.name] = JobInfo(spec.name, spec.kind, spec.schedule, None, {})
-        for name, record in snapshot.records.items():
-            try:
-                control = Control.decode(record.text)
-            except ValueError:
-                continue
-            if control.removed:
-                infos.pop(name, None)
-                continue
-            info = infos.get(name)
-            if info is None and control.dynamic is None:
-                continue  # a record of a job no instance registers any more
-            infos[name] = _controlled(name, info, control, record.version, snapshot,
-                                      self.options)
-        return sorted(infos.values(), key=lambda info: info.name)
+        return describe_jobs(infos, snapshot, self.options)
+
+
+def describe_jobs(infos: dict[str, JobInfo], snapshot: ControlSnapshot,
+                  options: SchedulerOptions) -> list[JobInfo]:
+    """``infos`` (jobs registered here and in the store, by name) with the control
+    records of ``snapshot`` applied, plus the dynamic jobs; sorted by name. For a layer
+    that reads the store in its own thread (the Django admin on the ORM store)."""
+    infos = dict(infos)
+    for name, record in snapshot.records.items():
+        try:
+            control = Control.decode(record.text)
+        except ValueError:
+            continue
+        if control.removed:
+            infos.pop(name, None)
+            continue
+        info = infos.get(name)
+        if info is None and control.dynamic is None:
+            continue  # a record of a job no instance registers any more
+        infos[name] = _controlled(name, info, control, record.version, snapshot, options)
+    return sorted(infos.values(), key=lambda info: info.name)
 
 
 def _controlled(name: str, info: JobInfo | None, control: Control, version: int,
@@ -324,4 +332,4 @@ def _next_run(name: str, spec: ScheduleSpec, options: SchedulerOptions) -> datet
     return None if slot is None else ms_to_datetime(slot)
 
 
-__all__ = ["RuntimeControl"]
+__all__ = ["RuntimeControl", "describe_jobs"]

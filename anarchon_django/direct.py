@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from anarchon import JobInfo, RunRecord, Scheduler
+from anarchon.changing import describe_jobs
 
 from .store.backend import DjangoBackend
 from .store.models import StoreAttempt, StoreJob
@@ -32,11 +33,12 @@ def store_of(scheduler: Scheduler) -> Store | None:
 
 
 def jobs(scheduler: Scheduler, store: Store) -> list[JobInfo]:
-    """Jobs declared here plus the jobs registered in the store, by name."""
+    """Jobs declared here plus the jobs registered in the store, by name, with their
+    runtime control (paused, overridden and dynamic jobs) applied."""
     infos = {info.name: info for info in declared(scheduler)}
     for job in StoreJob.objects.using(store.alias).exclude(name__in=list(infos)):
         infos[job.name] = JobInfo(job.name, job.kind, job.schedule, None, {})
-    return [infos[name] for name in sorted(infos)]
+    return describe_jobs(infos, store.read_controls(), scheduler.core.options)
 
 
 def declared(scheduler: Scheduler) -> list[JobInfo]:

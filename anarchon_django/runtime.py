@@ -176,9 +176,7 @@ def job_infos(scheduler: Scheduler | None = None) -> list[JobInfo]:
     runtime control: paused, overridden and dynamic jobs, where the backend supports it)."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
-    if store is None or scheduler.backend.supports_control:
-        return scheduler.jobs()
-    return direct.jobs(scheduler, store)
+    return scheduler.jobs() if store is None else direct.jobs(scheduler, store)
 
 
 def job_names(scheduler: Scheduler | None = None) -> list[str]:
