@@ -122,11 +122,15 @@ class Store(ControlOperations):
             jobs: dict[str, StoreJob] = {
                 job.name: job for job in self._jobs().select_for_update()
                 .filter(name__in=names).order_by("name")}
+            versions = self.control_versions(names)
             now = self.now()
-            return [self._judge(req, jobs.get(req.name), now) for req in requests]
+            return [self._judge(req, jobs.get(req.name), now, versions.get(req.name, 0))
+                    for req in requests]
 
-    def _judge(self, req: ClaimRequest, job: StoreJob | None, now: int) -> ClaimResult:
-        """One claim, inside the caller's transaction holding the job's row."""
+    def _judge(self, req: ClaimRequest, job: StoreJob | None, now: int,
+               version: int | None = None) -> ClaimResult:
+        """One claim, inside the caller's transaction holding the job's row (and, when
+        ``version`` is given, the job's control row, read into it)."""
 
         def result(outcome: ClaimOutcome, attempt: int = 0) -> ClaimResult:
             return ClaimResult(outcome, attempt, now)
@@ -137,7 +141,7 @@ class Store(ControlOperations):
             return self._takeover(req, run, now)
         if req.slot - now > EARLY_TOLERANCE_MS:
             return result("early")
-        if self.control_version(req.name) > req.version:
+        if (self.control_version(req.name) if version is None else version) > req.version:
             return result("stale")
         if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
             return result("late")
@@ -155,15 +159,20 @@ class Store(ControlOperations):
             self._end_attempt(req.name, slot, attempt, "interrupted", None, now)
         overlapping = (req.overlap == "skip" and self._runs().filter(
             job=req.name, state="running").exclude(slot=req.slot).exists())
-        state = "skipped" if overlapping else "running"
-        try:
-            with transaction.atomic(using=self.alias):
-                self._runs().create(
-                    job=req.name, slot=req.slot, state=state, owner=req.owner,
-                    attempt=0 if overlapping else 1, counted=0 if overlapping else 1,
-                    lease_until=0 if overlapping else now + req.lease_ms)
-        except IntegrityError:
-            return result("taken")
+        row = {"job": req.name, "slot": req.slot, "owner": req.owner,
+               "state": "skipped" if overlapping else "running",
+               "attempt": 0 if overlapping else 1, "counted": 0 if overlapping else 1,
+               "lease_until": 0 if overlapping else now + req.lease_ms}
+        if job is not None:
+            # the job's row is locked: no other claim of this job can insert meanwhile,
+            # and the run was read as missing above
+            self._runs().create(**row)
+        else:
+            try:  # a job nobody registered: the unique (job, slot) settles it
+                with transaction.atomic(using=self.alias):
+                    self._runs().create(**row)
+            except IntegrityError:
+                return result("taken")
         if overlapping:
             return result("overlap")
         self._start_attempt(req, 1, now)
