@@ -9,6 +9,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import croniter
@@ -118,7 +119,9 @@ class CronSchedule(Schedule):
         hour = fields[2 if self._seconds else 1]
         self._repeat_folds = "*" in hour or "/" in hour
         try:
-            self._iter(datetime(2000, 1, 1)).get_next(datetime)
+            # parsed, checked and answered once per (expression, timezone): a tenant-style
+            # registry holds 100,000 jobs of a few hundred expressions
+            self._answers = _answers_of(type(self), self.expr, tz)
         except Exception as exc:  # croniter raises several types for bad input
             raise ValueError(f"invalid cron expression {expr!r}: {exc}") from exc
 
@@ -145,6 +148,13 @@ class CronSchedule(Schedule):
         return len(offsets) == 1
 
     def next_after(self, after_ms: int) -> int | None:
+        found, slot = self._answers.lookup(after_ms)
+        if not found:
+            slot = self._next_after(after_ms)
+            self._answers.remember(after_ms, slot)
+        return slot
+
+    def _next_after(self, after_ms: int) -> int | None:
         local = ms_to_datetime(after_ms).astimezone(self.tz).replace(tzinfo=None)
         try:
             wall = self._iter(local).get_next(datetime)
@@ -169,6 +179,42 @@ class CronSchedule(Schedule):
 
     def describe(self) -> str:
         return f"cron '{self.expr}' ({self.tz.key})"
+
+
+class _Answers:
+    """The latest answers of ``next_after`` for one (cron expression, timezone), shared by
+    every ``CronSchedule`` of it. An answer ``(after, slot)`` says no slot lies in
+    ``(after, slot)``, so it also answers every ``after <= t < slot`` (``slot`` None: none
+    after ``after`` at all): every job of the expression planned in the same minute asks
+    croniter nothing. A few are kept, as the planner asks both for a job's next slot and
+    for the slot after it."""
+
+    KEPT = 4
+
+    def __init__(self) -> None:
+        # replaced whole, never changed in place: instances in other threads may read it
+        self._kept: tuple[tuple[int, int | None], ...] = ()
+
+    def lookup(self, after_ms: int) -> tuple[bool, int | None]:
+        """``(True, slot)`` if a kept answer covers ``after_ms``, else ``(False, None)``."""
+        for after, slot in self._kept:
+            if after <= after_ms and (slot is None or after_ms < slot):
+                return True, slot
+        return False, None
+
+    def remember(self, after_ms: int, slot: int | None) -> None:
+        """Keep ``next_after(after_ms) == slot`` (newest first)."""
+        self._kept = ((after_ms, slot), *self._kept[:self.KEPT - 1])
+
+
+@lru_cache(maxsize=65_536)
+def _answers_of(kind: type, expr: str, tz: ZoneInfo) -> _Answers:
+    """The shared answers of ``expr`` (normalised) in ``tz`` for schedules of class ``kind``
+    (a subclass may answer otherwise), after checking croniter parses it (its exception
+    propagates, and nothing is cached)."""
+    croniter(expr, datetime(2000, 1, 1),
+             second_at_beginning=len(expr.split()) == 6).get_next(datetime)
+    return _Answers()
 
 
 class AtSchedule(Schedule):

@@ -8,7 +8,8 @@ routers). So it works on every database Django has a backend for and anarchon kn
 clock of (SQLite, PostgreSQL, MySQL/MariaDB), with the project's credentials, TLS and
 connection options, and follows the project's routers.
 
-The ORM is synchronous and its connections are per thread: every operation runs in one
+The ORM is synchronous and its connections are per thread: every operation (a batch of
+claims or finishes included: one transaction, one call) runs in one
 thread of this backend's own (see ``anarchon_django.store.worker`` for why not
 ``sync_to_async``), and ``close()`` closes that thread's connection.
 """
@@ -34,6 +35,7 @@ from anarchon.backends.base import (
     RunState,
     TriggerRequest,
 )
+from anarchon.backends.batches import check_claims, check_finishes
 from anarchon.backends.control import ControlChange, ControlSnapshot
 from anarchon.durations import DurationLike, parse_duration
 from anarchon.errors import IncompatibleStoreError
@@ -75,6 +77,7 @@ class DjangoBackend(LeaseBackend):
     supports_triggers = True
     supports_values = True
     supports_control = True
+    supports_claim_batches = True
 
     def __init__(self, database: str | None = None, *,
                  trigger_ttl: DurationLike = 60.0) -> None:
@@ -132,6 +135,16 @@ class DjangoBackend(LeaseBackend):
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         return await self._call(lambda: self.store.claim(request))
 
+    async def claim_many(self, requests: Sequence[ClaimRequest]
+                         ) -> list[ClaimResult | Exception]:
+        """One transaction (one call to the ORM thread) for all the requests, each judged
+        as a lone claim is, in order, at one store time, the version fence per request;
+        all are checked before any write."""
+        check_claims(requests)
+        if not requests:
+            return []
+        return list(await self._call(lambda: self.store.claim_many(requests)))
+
     async def confirm(self, request: ClaimRequest) -> int:
         return await self._call(lambda: self.store.confirm(request))
 
@@ -151,6 +164,14 @@ class DjangoBackend(LeaseBackend):
 
     async def finish(self, finish: Finish) -> bool:
         return await self._call(lambda: self.store.finish(finish))
+
+    async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
+        """Every outcome in one transaction (one call to the ORM thread), each recorded as
+        ``finish()`` would; all are checked before any write."""
+        check_finishes(finishes)
+        if not finishes:
+            return []
+        return list(await self._call(lambda: self.store.finish_many(finishes)))
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         return await self._call(lambda: self.store.start_manual(name, owner, started_ms))

@@ -84,6 +84,14 @@ class ControlOperations:
         return next((version for _, job, version in self._control_rows(name)
                      if job == name), 0)
 
+    def control_versions(self, names: Sequence[str]) -> dict[str, int]:
+        """The stored control version of each of ``names`` that has a record, their rows
+        locked in name order (one query): the version fence of a batch of claims."""
+        wanted = set(names)
+        return {job: version for _, job, version in self._controls().select_for_update()
+                .filter(job__in=sorted(wanted)).order_by("job")
+                .values_list("pk", "job", "version") if job in wanted}
+
     def _lock_generation(self) -> int | None:
         """Lock the generation row (in the caller's transaction); its value, or None if
         it is gone."""

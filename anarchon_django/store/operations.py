@@ -107,48 +107,76 @@ class Store(ControlOperations):
         transaction."""
         with transaction.atomic(using=self.alias):
             job = self._lock_job(req.name)
+            return self._judge(req, job, self.now())
+
+    def claim_many(self, requests: Sequence[ClaimRequest]) -> list[ClaimResult]:
+        """Judge every request as [`claim`][anarchon_django.store.operations.Store.claim]
+        would, in list order, in one transaction at one store time. The batch's job rows
+        are locked first, in name order, so two instances' batches never deadlock on
+        them (a lone claim locks one). The caller has validated the requests."""
+        if not requests:
+            return []
+        with transaction.atomic(using=self.alias):
+            self._sqlite_write_lock()
+            names = sorted({req.name for req in requests})
+            jobs: dict[str, StoreJob] = {
+                job.name: job for job in self._jobs().select_for_update()
+                .filter(name__in=names).order_by("name")}
+            versions = self.control_versions(names)
             now = self.now()
+            return [self._judge(req, jobs.get(req.name), now, versions.get(req.name, 0))
+                    for req in requests]
 
-            def result(outcome: ClaimOutcome, attempt: int = 0) -> ClaimResult:
-                return ClaimResult(outcome, attempt, now)
+    def _judge(self, req: ClaimRequest, job: StoreJob | None, now: int,
+               version: int | None = None) -> ClaimResult:
+        """One claim, inside the caller's transaction holding the job's row (and, when
+        ``version`` is given, the job's control row, read into it)."""
 
-            run: StoreRun | None = (self._runs().select_for_update()
-                                    .filter(job=req.name, slot=req.slot).first())
-            if req.reason == "takeover":
-                return self._takeover(req, run, now)
-            if req.slot - now > EARLY_TOLERANCE_MS:
-                return result("early")
-            if self.control_version(req.name) > req.version:
-                return result("stale")
-            if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
-                return result("late")
-            if req.reason == "catch-up" and (
-                    job is None or job.first_seen >= req.slot
-                    or req.slot <= now - req.catch_up_ms):
-                return result("late")
-            if run is not None:
-                return result("taken")
-            expired = list(self._runs().select_for_update().filter(
-                job=req.name, state="running", lease_until__lte=now,
-            ).exclude(slot=req.slot).values_list("slot", "attempt"))
-            for slot, attempt in expired:
-                self._runs().filter(job=req.name, slot=slot).update(state="interrupted")
-                self._end_attempt(req.name, slot, attempt, "interrupted", None, now)
-            overlapping = (req.overlap == "skip" and self._runs().filter(
-                job=req.name, state="running").exclude(slot=req.slot).exists())
-            state = "skipped" if overlapping else "running"
-            try:
+        def result(outcome: ClaimOutcome, attempt: int = 0) -> ClaimResult:
+            return ClaimResult(outcome, attempt, now)
+
+        run: StoreRun | None = (self._runs().select_for_update()
+                                .filter(job=req.name, slot=req.slot).first())
+        if req.reason == "takeover":
+            return self._takeover(req, run, now)
+        if req.slot - now > EARLY_TOLERANCE_MS:
+            return result("early")
+        if (self.control_version(req.name) if version is None else version) > req.version:
+            return result("stale")
+        if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
+            return result("late")
+        if req.reason == "catch-up" and (
+                job is None or job.first_seen >= req.slot
+                or req.slot <= now - req.catch_up_ms):
+            return result("late")
+        if run is not None:
+            return result("taken")
+        expired = list(self._runs().select_for_update().filter(
+            job=req.name, state="running", lease_until__lte=now,
+        ).exclude(slot=req.slot).values_list("slot", "attempt"))
+        for slot, attempt in expired:
+            self._runs().filter(job=req.name, slot=slot).update(state="interrupted")
+            self._end_attempt(req.name, slot, attempt, "interrupted", None, now)
+        overlapping = (req.overlap == "skip" and self._runs().filter(
+            job=req.name, state="running").exclude(slot=req.slot).exists())
+        row = {"job": req.name, "slot": req.slot, "owner": req.owner,
+               "state": "skipped" if overlapping else "running",
+               "attempt": 0 if overlapping else 1, "counted": 0 if overlapping else 1,
+               "lease_until": 0 if overlapping else now + req.lease_ms}
+        if job is not None:
+            # the job's row is locked: no other claim of this job can insert meanwhile,
+            # and the run was read as missing above
+            self._runs().create(**row)
+        else:
+            try:  # a job nobody registered: the unique (job, slot) settles it
                 with transaction.atomic(using=self.alias):
-                    self._runs().create(
-                        job=req.name, slot=req.slot, state=state, owner=req.owner,
-                        attempt=0 if overlapping else 1, counted=0 if overlapping else 1,
-                        lease_until=0 if overlapping else now + req.lease_ms)
+                    self._runs().create(**row)
             except IntegrityError:
                 return result("taken")
-            if overlapping:
-                return result("overlap")
-            self._start_attempt(req, 1, now)
-            return result("won", 1)
+        if overlapping:
+            return result("overlap")
+        self._start_attempt(req, 1, now)
+        return result("won", 1)
 
     def _takeover(self, req: ClaimRequest, run: StoreRun | None, now: int) -> ClaimResult:
         if (run is None or run.state != "running" or run.attempt != req.expected_attempt
@@ -241,18 +269,35 @@ class Store(ControlOperations):
 
     def finish(self, finish: Finish) -> bool:
         """Record an attempt's outcome (fenced), prune history and old runs."""
+        return self.finish_many([finish])[0]
+
+    def finish_many(self, finishes: Sequence[Finish]) -> list[bool]:
+        """Record every outcome as ``finish`` would, in one transaction at one store time;
+        one answer per finish, in list order. They are written in job-name order (a
+        stable sort: two finishes of one run keep theirs, the second sees the first),
+        so two batches take the rows of their jobs in one order. The caller has
+        validated them."""
+        if not finishes:
+            return []
+        order = sorted(range(len(finishes)), key=lambda i: finishes[i].name)
+        answers = [False] * len(finishes)
         with transaction.atomic(using=self.alias):
             self._sqlite_write_lock()
             now = self.now()
-            held = HeldRun(finish.name, finish.slot, finish.attempt)
-            if not self._fenced(finish.owner, held).update(state="done"):
-                return False
-            self._end_attempt(finish.name, finish.slot, finish.attempt, finish.status,
-                              finish.error, now)
-            self._prune(finish.name, finish.history_size, finish.history_ttl_ms, now)
-            self._runs().filter(job=finish.name, slot__lt=now - finish.retain_runs_ms).exclude(
-                state="running").delete()
-            return True
+            for i in order:
+                answers[i] = self._finish(finishes[i], now)
+        return answers
+
+    def _finish(self, finish: Finish, now: int) -> bool:
+        held = HeldRun(finish.name, finish.slot, finish.attempt)
+        if not self._fenced(finish.owner, held).update(state="done"):
+            return False
+        self._end_attempt(finish.name, finish.slot, finish.attempt, finish.status,
+                          finish.error, now)
+        self._prune(finish.name, finish.history_size, finish.history_ttl_ms, now)
+        self._runs().filter(job=finish.name, slot__lt=now - finish.retain_runs_ms).exclude(
+            state="running").delete()
+        return True
 
     def _prune(self, name: str, size: int, ttl_ms: int | None, now: int) -> None:
         done = self._attempts().filter(job=name).exclude(status="running")

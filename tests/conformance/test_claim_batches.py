@@ -1,8 +1,9 @@
 """Batched claims and finishes (``claim_many``/``finish_many``) against real servers.
 
 On Redis/Valkey a batch is one script call, on PostgreSQL one transaction in one round
-trip, on SQLite one ``BEGIN IMMEDIATE`` transaction; on a Redis Cluster the default
-answers per item. Either way every request must get the answer it
+trip, on SQLite one ``BEGIN IMMEDIATE`` transaction, on the ``"django"`` store one
+transaction (one call to its ORM thread); on a Redis Cluster the default answers per
+item. Either way every request must get the answer it
 would have got alone: one winner per slot among schedulers, and late, overlap, taken,
 takeover and exhausted answers side by side in one batch.
 """
@@ -34,7 +35,8 @@ SHORT_LEASE_MS = 200
 #: the stores where a batch is one script call (a Cluster answers per item)
 ONE_SCRIPT_BATCHES = ("redis", "valkey")
 #: the stores where a batch is one store call, judged in order
-ONE_CALL_BATCHES = (*ONE_SCRIPT_BATCHES, "postgres", "sqlite")
+ONE_CALL_BATCHES = (*ONE_SCRIPT_BATCHES, "postgres", "sqlite", "django-sqlite",
+                    "django-postgres", "django-mariadb")
 
 
 def one_call(backend: Backend) -> bool:
