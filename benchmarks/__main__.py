@@ -69,7 +69,7 @@ class Plan:
     #: runtime control: trials per store and wake-up mode, the instances' heartbeat
     control_trials: int = 20
     control_heartbeat: float = 1.0
-    control_stores: tuple[str, ...] = servers.LEASE_STORES
+    control_stores: tuple[str, ...] = servers.LEASE_STORES + django_stores.STORES
 
 
 SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
@@ -307,15 +307,33 @@ class Runner:
         return rows
 
     def control(self) -> list[dict[str, Any]]:
-        wanted = self.plan.control_stores
+        wanted = tuple(s for s in self.plan.control_stores if s not in django_stores.STORES)
         rows = self.unavailable(wanted)
         for store in self.available(wanted):
             rows += self.attempt(store, partial(
                 _run_async, control.measure, store, self.urls.get(store), self.workdir,
                 self.plan.control_trials, self.plan.control_heartbeat))
-        if self.plan is FULL:
-            rows += [{"backend": store, "error": f"skipped: {why}"}
-                     for store, why in servers.PENDING_LEASE_STORES.items()]
+        return rows + self.django_control()
+
+    def django_control(self) -> list[dict[str, Any]]:
+        """The ORM store on each database, in this process (benchmarks.django_stores)."""
+        rows = []
+        for kind, url in (("postgres", self.urls.get("postgres")),
+                          ("mariadb", servers.mariadb_url())):
+            if url and not os.environ.get(django_stores.VARIABLES[kind]):
+                os.environ[django_stores.VARIABLES[kind]] = url
+        for store in (s for s in django_stores.STORES if s in self.stores
+                      and s in self.plan.control_stores):
+            kind = store.split("-", 1)[1]
+            reason = django_stores.unavailable(kind)
+            if reason is not None:
+                rows.append({"backend": store, "error": f"skipped: {reason}"[:500]})
+                continue
+            rows += self.attempt(store, partial(
+                _run_async, control.measure_on, store,
+                partial(django_stores.prepare, kind), self.plan.control_trials,
+                self.plan.control_heartbeat))
+        django_stores.drop_all()
         return rows
 
     def peers(self) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ import dataclasses
 import random
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -204,7 +204,20 @@ async def _mode(url: str, trials: int, heartbeat: float, channel: bool,
 async def measure(store: str, base: str | None, workdir: Path, trials: int,
                   heartbeat: float) -> list[dict[str, Any]]:
     """Rows per wake-up mode and action on ``store`` (see the module docstring)."""
-    probe_url = backend_url(store, base, f"ct{uuid.uuid4().hex[:8]}", workdir)
+    async def remove(namespace: str) -> None:
+        await cleanup(store, base, namespace, [JOB])
+
+    return await measure_on(store, lambda ns: backend_url(store, base, ns, workdir), trials,
+                            heartbeat, remove)
+
+
+async def measure_on(store: str, make_url: Callable[[str], str], trials: int,
+                     heartbeat: float,
+                     remove: Callable[[str], Awaitable[None]] | None = None
+                     ) -> list[dict[str, Any]]:
+    """``measure()`` on the backend URLs ``make_url`` gives for a namespace (called in a
+    thread: the Django store migrates there); ``remove`` clears a namespace after."""
+    probe_url = await asyncio.to_thread(make_url, f"ct{uuid.uuid4().hex[:8]}")
     if not from_url(probe_url).supports_control:
         return [{"backend": store, "error": f"skipped: the {store} store has no runtime "
                  "control on this branch"}]
@@ -212,13 +225,14 @@ async def measure(store: str, base: str | None, workdir: Path, trials: int,
     rows = []
     for channel in modes:
         namespace = f"ct{uuid.uuid4().hex[:8]}"
-        url = backend_url(store, base, namespace, workdir)
+        url = await asyncio.to_thread(make_url, namespace)
         began = time.monotonic()
         try:
             latencies, starts, old, fenced = await _mode(url, trials, heartbeat, channel,
                                                          seed=trials)
         finally:
-            await cleanup(store, base, namespace, [JOB])
+            if remove is not None:
+                await remove(namespace)
         for action in ACTIONS:
             summary = summary_ms(latencies[action])
             rows.append({
@@ -232,4 +246,4 @@ async def measure(store: str, base: str | None, workdir: Path, trials: int,
     return rows
 
 
-__all__ = ["Definition", "measure", "old_definition_starts"]
+__all__ = ["Definition", "measure", "measure_on", "old_definition_starts"]
