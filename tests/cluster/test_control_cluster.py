@@ -36,7 +36,7 @@ CONTROL_STORES = ("postgres", "redis", "sqlite", "valkey")
 #: (remove an entry when its branch lands). The Django store is not in the cluster suite
 #: (it needs Django configured in each process): its processes run in
 #: tests/frameworks/django/test_cluster.py, with rc-django-store.
-LANDS_WITH = {"postgres": "rc-pg"}
+LANDS_WITH: dict[str, str] = {}
 
 
 def _param(spec: StoreSpec) -> Any:
