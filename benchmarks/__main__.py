@@ -4,7 +4,8 @@ Sections: ``claims`` (claim latency vs. the store floor), ``heartbeat`` (round t
 heartbeat with 1/100/1,000 runs in flight), ``scale`` (many jobs on three instances),
 ``idle`` (registered jobs with nothing due), ``handover`` (graceful stop and SIGKILL →
 backup start), ``peers`` (three ``celery beat`` each of stock beat, celery-redbeat and
-anarchon_celery: publishes per slot, CPU, failover after ``kill -9``). Servers come
+anarchon_celery: publishes per slot, CPU, failover after ``kill -9``), ``control``
+(runtime control: change → every instance applied it, old-definition starts). Servers come
 from the project's rig (``scripts/servers.py``); a store whose server cannot be had is
 reported as unavailable. Prints tables, writes JSON and
 exits 1 if any measurement failed.
@@ -29,11 +30,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import claims, django_stores, handover, heartbeat, peers, scale, servers
+from . import claims, control, django_stores, handover, heartbeat, peers, scale, servers
 from .peers import Variant
 from .report import Column, machine, table
 
-SECTIONS = ("claims", "heartbeat", "scale", "idle", "handover", "peers")
+SECTIONS = ("claims", "heartbeat", "scale", "idle", "handover", "peers", "control")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class Plan:
     #: the many-jobs idle point: (jobs, cron, seconds) on ``idle_large_stores``
     idle_large: tuple[int, str, float] | None = None
     idle_large_stores: tuple[str, ...] = ()
+    #: runtime control: trials per store and wake-up mode, the instances' heartbeat
+    control_trials: int = 20
+    control_heartbeat: float = 1.0
+    control_stores: tuple[str, ...] = servers.LEASE_STORES + django_stores.STORES
 
 
 SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
@@ -76,7 +81,9 @@ SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 10
              peers=(Variant("stock beat", "stock"), Variant("anarchon_celery", "anarchon")),
              peers_steady=3.0, peers_settle=1.0, peers_linger=1.0, peers_parallel=True,
              # the SQL stores batch claims too: CI keeps them honest at 200 jobs/s
-             scale_extra=(("postgres", 200, 1.0, 3.0), ("sqlite", 200, 1.0, 3.0)))
+             scale_extra=(("postgres", 200, 1.0, 3.0), ("sqlite", 200, 1.0, 3.0)),
+             # one store, one trial (about 6 s): the smoke run must stay near a minute
+             control_trials=1, control_heartbeat=0.3, control_stores=("sqlite",))
 FULL = Plan(claim_rounds=300, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
             heartbeat_window=5.0, heartbeat_stores=servers.LEASE_STORES,
             scale=((200, 1.0, 30.0), (1000, 1.0, 60.0), (10000, 10.0, 60.0)),
@@ -142,6 +149,13 @@ COLUMNS: dict[str, list[Column]] = {
                  ("hb s", _g("heartbeat")), ("trials", _g("trials")),
                  ("p50 ms", _g("p50_ms")), ("p99 ms", _g("p99_ms")),
                  ("max ms", _g("max_ms")), ("bound ms", _g("bound_ms"))],
+    "control": [("backend", _g("backend")), ("wake-up", _g("wakeup")),
+                ("change", _g("change")), ("hb s", _g("heartbeat")),
+                ("trials", _g("trials")), ("p50 ms", _g("p50_ms")), ("p99 ms", _g("p99_ms")),
+                ("max ms", _g("max_ms")), ("within hb", _g("within_heartbeat")),
+                ("starts", _g("starts_after_first_change")),
+                ("old-def starts", _g("old_definition_starts")),
+                ("fenced", _g("fenced_claims"))],
     "peers": [("peer", _g("peer")), ("lock s", _g("lock_timeout_s")),
               ("secs", _g("steady_s")), ("publishes", _g("publishes")),
               ("pub/slot", _g("publishes_per_slot")), ("missed", _g("missed_slots")),
@@ -165,6 +179,8 @@ TITLES = {
     "handover": "5. hand-over (SIGTERM) and takeover (SIGKILL): signal -> backup's start",
     "peers": "6. Celery beat peers: 3 beats each, 100 entries every 1 s, one Redis; "
              "gap = kill -9 of the active beat -> the entry's next publish by another beat",
+    "control": "7. runtime control, 3 instances: call returned -> the last instance applied "
+               "it; starts on an old definition after the call returned (must be 0)",
 }
 
 
@@ -288,6 +304,36 @@ class Runner:
                 rows += self.attempt(store, partial(handover.measure, store,
                                                     self.urls.get(store), self.workdir, lease,
                                                     beat, trials))
+        return rows
+
+    def control(self) -> list[dict[str, Any]]:
+        wanted = tuple(s for s in self.plan.control_stores if s not in django_stores.STORES)
+        rows = self.unavailable(wanted)
+        for store in self.available(wanted):
+            rows += self.attempt(store, partial(
+                _run_async, control.measure, store, self.urls.get(store), self.workdir,
+                self.plan.control_trials, self.plan.control_heartbeat))
+        return rows + self.django_control()
+
+    def django_control(self) -> list[dict[str, Any]]:
+        """The ORM store on each database, in this process (benchmarks.django_stores)."""
+        rows = []
+        for kind, url in (("postgres", self.urls.get("postgres")),
+                          ("mariadb", servers.mariadb_url())):
+            if url and not os.environ.get(django_stores.VARIABLES[kind]):
+                os.environ[django_stores.VARIABLES[kind]] = url
+        for store in (s for s in django_stores.STORES if s in self.stores
+                      and s in self.plan.control_stores):
+            kind = store.split("-", 1)[1]
+            reason = django_stores.unavailable(kind)
+            if reason is not None:
+                rows.append({"backend": store, "error": f"skipped: {reason}"[:500]})
+                continue
+            rows += self.attempt(store, partial(
+                _run_async, control.measure_on, store,
+                partial(django_stores.prepare, kind), self.plan.control_trials,
+                self.plan.control_heartbeat))
+        django_stores.drop_all()
         return rows
 
     def peers(self) -> list[dict[str, Any]]:

@@ -14,8 +14,8 @@ from typing import Any
 #: backend methods that talk to the store (what ``count_calls`` counts)
 STORE_METHODS = ("register", "claim", "claim_many", "confirm", "finish", "finish_many",
                  "heartbeat", "release", "unfinished", "take_triggers", "poll",
-                 "read_controls", "offer_handlers", "start_manual", "finish_manual",
-                 "history", "known_jobs")
+                 "read_controls", "change_control", "change_log", "offer_handlers",
+                 "start_manual", "finish_manual", "history", "known_jobs")
 
 
 def percentile(values: Iterable[float], q: float) -> float:

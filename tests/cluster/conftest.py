@@ -8,9 +8,11 @@ import pytest
 from tests.conftest import STORES, _require
 from tests.stores import StoreSpec
 
+#: the stores every cluster test runs on
+CLUSTER_STORES = [s for s in STORES if s.lease and s.id != "redis-cluster"]
 
-@pytest.fixture(params=[s for s in STORES if s.lease and s.id != "redis-cluster"],
-                ids=lambda s: s.id)
+
+@pytest.fixture(params=CLUSTER_STORES, ids=lambda s: s.id)
 def lease_store(request: pytest.FixtureRequest) -> StoreSpec:
     """A lease store (not the Redis Cluster) whose server answers."""
     spec: StoreSpec = request.param

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +20,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Cluster:
-    """Instances of one job sharing a store; each logs to the same JSONL file."""
+    """Instances of one job sharing a store; each logs to the same JSONL file and offers
+    ``handlers`` (names) for dynamic jobs."""
 
     def __init__(self, url: str, log: Path, job: dict[str, Any],
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None, handlers: Sequence[str] = ()) -> None:
         self.url = url
         self.log = log
         self.job = job
         self.options = options or {}
+        self.handlers = list(handlers)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def spawn(self, instance: str) -> subprocess.Popen[bytes]:
         config = dict(url=self.url, instance=instance, log=str(self.log), job=self.job,
-                      options=self.options)
+                      options=self.options, handlers=self.handlers)
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen([sys.executable, "-m", "tests.cluster.worker",
                                  json.dumps(config)], cwd=ROOT, env=env)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 SECTION_TITLES = ("1. claim latency", "2. heartbeat cost", "3. scale", "4. idle cost",
-                  "5. hand-over", "6. Celery beat peers")
+                  "5. hand-over", "6. Celery beat peers", "7. runtime control")
 
 
 def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
@@ -59,6 +59,11 @@ def test_smoke_finishes_and_prints_the_table(tmp_path: Path) -> None:
         assert scale["started"] >= 0.95 * scale["expected"], scale
     (idle,) = results["idle"]
     assert idle["store_calls_per_s"] <= 1.0, idle
+    controls = results["control"]
+    assert {(r["backend"], r["change"]) for r in controls} == {
+        ("sqlite", action) for action in ("pause", "resume", "reschedule")}, controls
+    for row in controls:  # nothing starts on a replaced definition
+        assert row["old_definition_starts"] == 0 and row["trials"] == 1, row
     kinds = {r["kind"]: r for r in results["handover"]}
     assert kinds["graceful"]["trials"] == 2 and kinds["kill"]["trials"] == 2
     # no takeover before the lease expires; it is timed from the kill, and the last renewal
