@@ -46,9 +46,14 @@ class Controls:
         self.dynamic: set[str] = set()
         #: handler name -> callable, for dynamic jobs (``handler()``)
         self.handlers: dict[str, Handler] = {}
+        #: the version each job's plan was last made from: a planned slot of an older
+        #: version whose schedule did not change since (a pause, a resume) is claimed
+        #: with the current version, not refused as stale once
+        self.planned: dict[str, int] = {}
         self._warned: set[tuple[str, str]] = set()
         self._lock = asyncio.Lock()
         self._offered_at: float | None = None
+        self._applying = 0  # the version of the record being applied
 
     @property
     def enabled(self) -> bool:
@@ -87,6 +92,7 @@ class Controls:
                            name, exc)
                 continue
             self.controls[name] = control
+            self._applying = 0 if new is None else new.version
             self._apply_one(name, control)
             if new is not None and control.action and not first:  # not the state at start
                 self.host._emit("change", name, reason=f"{control.action} by {control.by}")
@@ -168,9 +174,18 @@ class Controls:
             return None
         return dataclasses.replace(job, handler=handler, params=dynamic.params)
 
+    def claim_version(self, name: str, planned: int) -> int:
+        """The version to claim a slot of job ``name`` planned from version ``planned``
+        with: the current one if the job's plan has not been remade since."""
+        return self.version(name) if planned >= self.planned.get(name, 0) else planned
+
     def _install(self, job: Job) -> None:
         host = self.host
+        before = host._jobs.get(job.name)
         host._jobs[job.name] = job
+        if before is not None and before.schedule.describe() == job.schedule.describe():
+            return  # same slots (a pause of an overridden job, new params): plan kept
+        self.planned[job.name] = self._applying
         if host.running:
             if job.name in self.dynamic:
                 host._spawn(host.backend.register([host._spec(job)]))

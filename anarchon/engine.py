@@ -328,7 +328,8 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
             if job.name in self._controls.paused:
                 self._claiming.paused(job, entry.slot)
             else:
-                claims.append((job, entry.slot, entry.version))
+                claims.append((job, entry.slot,
+                               self._controls.claim_version(job.name, entry.version)))
         if not claims:
             return
         if self._calls.batched:  # one store call for all of them

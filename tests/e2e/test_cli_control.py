@@ -16,8 +16,6 @@ from typing import Any
 import pytest
 
 from anarchon import Scheduler, from_url
-from anarchon.backends.postgres import PostgresBackend
-from anarchon.backends.redis import RedisBackend
 from anarchon.context import RunContext
 from anarchon.events import Event
 from tests.e2e.support import store_url
@@ -25,14 +23,8 @@ from tests.e2e.test_cli import command, one_line_error
 
 pytestmark = pytest.mark.e2e
 
-#: the server stores get runtime control in parallel work; until their backend says
-#: ``supports_control``, their test is an expected failure (and runs for real after)
-SERVER_STORES = [
-    pytest.param(store, marks=pytest.mark.xfail(
-        not backend.supports_control, strict=True, raises=AssertionError,
-        reason=f"{store}: runtime control not merged yet (supports_control is False)"))
-    for store, backend in (("postgres", PostgresBackend), ("redis", RedisBackend))
-]
+#: the server stores the CLI is also run against (besides SQLite in every other test)
+SERVER_STORES = ["postgres", "redis"]
 
 
 def ok(*args: str) -> str:
