@@ -20,7 +20,7 @@ class Event:
 
     ``reason`` is the run reason for ``start``/``success``/``failure`` (``scheduled``,
     ``manual``, ``catch-up``, ``takeover``); ``taken``/``late``/``overlap``/``early``/
-    ``paused`` for ``skip``; ``stop``/``timeout``/``lost`` for ``interrupted``; for
+    ``paused``/``missed`` for ``skip``; ``stop``/``timeout``/``lost`` for ``interrupted``; for
     ``change`` (a job's control record changed: ``pause()``, ``reschedule()``,
     ``add_job()`` …) the action and who made it, e.g. ``"pause by ops"``. ``error`` is
     the exception, if any.

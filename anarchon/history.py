@@ -41,7 +41,8 @@ class JobInfo:
     ``skipped``: slots of the job this instance gave up since it started, by reason
     (``"late"``: the claim reached the store after ``slot + max_late``, because the store
     or the instance could not keep up; ``"overlap"``; ``"early"``: refused twice as before
-    the slot by the store's clock; ``"paused"``); empty for jobs only other
+    the slot by the store's clock; ``"paused"``; ``"missed"``: its claim was lost in a
+    store outage and a newer slot of the job took its place); empty for jobs only other
     instances run.
     """
 

@@ -29,7 +29,7 @@ logger = logging.getLogger("anarchon")
 #: a lost slot is claimed again only within this fraction of the gap to its job's next
 #: slot: later, its run would still hold its lease when the next slot is claimed (and,
 #: with overlap="skip", cost that slot); the next slot runs on time instead
-RECOVER_WITHIN = 0.75
+RECOVER_WITHIN = 0.8
 #: first and longest wait between two attempts to reach the store (seconds): a slot is
 #: recovered only before its job's next slot, so the store's return must be noticed soon
 FIRST_RETRY = 0.1
@@ -65,10 +65,18 @@ class Recovery:
             return
         known = self.pending.get(job.name)
         if known is not None and known.request.slot >= request.slot:
+            self._missed(job, request.slot)
             return
+        if known is not None:
+            self._missed(job, known.request.slot)
         self.pending[job.name] = Unknown(job, request, sent_at)
         if self._task is None or self._task.done():
             self._task = self.host._spawn(self._retry())
+
+    def _missed(self, job: Job, slot: int) -> None:
+        """A slot of the outage given up here (skip reason ``missed``)."""
+        self.host._claiming.backlog.skip(job.name, "missed")
+        self.host._emit("skip", job.name, slot, reason="missed")
 
     def wake(self) -> None:
         """Another store call was answered: try the pending claims now."""
@@ -115,6 +123,7 @@ class Recovery:
                 following - request.slot):
             logger.debug("job %r slot %s: its claim was lost in a store outage and its "
                          "next slot is near; the slot is missed", job.name, request.slot)
+            self._missed(current, request.slot)
             return
         key = RunKey(job.name, request.slot)
         self._reclaimed.add(key)
@@ -122,9 +131,12 @@ class Recovery:
             self._reclaimed = {key}
         logger.info("job %r slot %s: its claim was lost in a store outage; claiming it "
                     "again (runs if still within max_late)", job.name, request.slot)
+        # the store refuses it (late) if it is applied after the recovery window (a
+        # claim that waited for a lock): never a run next to the job's next slot
+        window = request.max_late_ms if following is None else min(
+            request.max_late_ms, int(RECOVER_WITHIN * (following - request.slot)))
         await host._claiming.claim_and_run(current, request.slot, "catch-up",
-                                           version=request.version,
-                                           catch_up_ms=request.max_late_ms)
+                                           version=request.version, catch_up_ms=window)
 
 
 __all__ = ["Recovery"]

@@ -92,3 +92,17 @@ async def lone(many: Callable[[list[T]], Awaitable[Sequence[R | Exception]]], it
 
 
 __all__ = ["CLAIM_REASONS", "FINISH_STATUSES", "check_claims", "check_finishes", "lone", "rounds"]
+
+
+#: the longest a claim may wait before it is applied (seconds), at most: one applied
+#: later is refused unwritten by backends that can tell (SQLite waits for its write lock
+#: and its one thread) and decided again from the store's state (``anarchon.recovery``)
+MAX_CLAIM_WAIT = 1.0
+
+
+def claim_bound(requests: Sequence[ClaimRequest]) -> float:
+    """How long after the call ``requests`` may still be applied: a quarter of the
+    shortest lease (a claim answered later leaves too little of it), at most
+    ``MAX_CLAIM_WAIT``."""
+    shortest = min((r.lease_ms for r in requests if r.lease_ms > 0), default=4_000)
+    return min(MAX_CLAIM_WAIT, shortest / 4000)

@@ -9,7 +9,7 @@ holding the lock past ``busy_timeout`` (0.5 s).
 
 What users rely on (docs/guarantees.md, "the store is down for a while"): the newest slot
 whose claim failed is run once when the store answers again (reason ``catch-up``), if it
-answers within three quarters of the gap to the next slot (else the next slot runs on
+answers within 80 % of the gap to the next slot (else the next slot runs on
 time and that one is missed), the older ones of the outage are missed (not run late, never flooded),
 every later slot runs once, no slot runs twice, ``work`` (finished during the outage) is
 never started again, no later slot is skipped as ``overlap`` because an old claim was

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
@@ -23,6 +22,8 @@ import psycopg
 import psycopg_pool
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
+
+from ...aio import cancel_and_wait
 
 Query = sql.Composed | sql.SQL
 Params = Mapping[str, Any]
@@ -33,8 +34,8 @@ Statement = tuple[Query, Params]
 #: cannot connect: a claim must fail at once (the engine decides it again when the
 #: server answers) instead of queueing and being answered, late, all together
 ACQUIRE_TIMEOUT = 0.3
-#: least interval between two replacements of a pool that gives no connection (seconds)
-RENEW_EVERY = 1.0
+#: how often a pool that gave no connection in time has its server probed (seconds)
+PROBE_EVERY = 0.1
 
 
 def describe_conninfo(conninfo: str) -> str:
@@ -206,8 +207,7 @@ class AsyncPoolLink(Link):
         self._heartbeat_conn: psycopg.AsyncConnection[Any] | None = None
         self._heartbeat_lock = asyncio.Lock()
         self._connect_timeout = 5.0
-        self._renewing = asyncio.Lock()
-        self._renewed_at = 0.0
+        self._watcher: asyncio.Task[None] | None = None
 
     async def open(self, connect_timeout: float) -> None:
         if self.pool is not None:
@@ -218,17 +218,25 @@ class AsyncPoolLink(Link):
         probe = await psycopg.AsyncConnection.connect(
             self.conninfo, autocommit=True, connect_timeout=max(1, round(connect_timeout)))
         await probe.close()
+        self.pool = await self._new_pool(connect_timeout)
+
+    async def _new_pool(self, connect_timeout: float
+                        ) -> psycopg_pool.AsyncConnectionPool[Any]:
         kwargs: dict[str, Any] = {"autocommit": True}
         if "application_name" not in conninfo_to_dict(self.conninfo):
             kwargs["application_name"] = "anarchon"
-        self.pool = psycopg_pool.AsyncConnectionPool(
+        pool = psycopg_pool.AsyncConnectionPool(
             self.conninfo, min_size=1, max_size=self.pool_size + 1, open=False,
             kwargs=kwargs,
             check=psycopg_pool.AsyncConnectionPool.check_connection,
             name=f"anarchon:{self.address}")
-        await self.pool.open(wait=True, timeout=connect_timeout)
+        await pool.open(wait=True, timeout=connect_timeout)
+        return pool
 
     async def close(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            await cancel_and_wait([watcher])
         pool, self.pool = self.pool, (None if self.owned else self.pool)
         conn, self._heartbeat_conn = self._heartbeat_conn, None
         if pool is None:
@@ -274,28 +282,32 @@ class AsyncPoolLink(Link):
                     await pool.putconn(conn)
 
     async def _renew(self, stuck: psycopg_pool.AsyncConnectionPool[Any]) -> None:
-        """Our pool gave no connection in time: if the server answers a direct
-        connection, replace the pool. After a server restart psycopg_pool reconnects
-        with a backoff (1 s, 2 s, 4 s …): every call would fail for seconds more."""
-        if not self.owned or self._renewing.locked() or \
-                time.monotonic() - self._renewed_at < RENEW_EVERY:
-            return
-        async with self._renewing:
-            self._renewed_at = time.monotonic()
+        """Our pool gave no connection in time: watch the server with direct connections
+        (every ``PROBE_EVERY``) and replace the pool as soon as one succeeds. After a
+        server restart psycopg_pool reconnects with a backoff (1 s, 2 s, 4 s …): calls
+        would fail for seconds more; closing the old pool also ends the calls still
+        waiting on it at once."""
+        if self.owned and (self._watcher is None or self._watcher.done()):
+            self._watcher = asyncio.ensure_future(self._watch(stuck))
+
+    async def _watch(self, stuck: psycopg_pool.AsyncConnectionPool[Any]) -> None:
+        while self.pool is stuck:
             try:
                 probe = await psycopg.AsyncConnection.connect(
                     self.conninfo, autocommit=True, connect_timeout=1)
             except psycopg.Error:
-                return  # still down: the pool's own reconnection goes on
+                await asyncio.sleep(PROBE_EVERY)  # still down
+                continue
             await probe.close()
-            if self.pool is not stuck:
-                return
-            self.pool, self._heartbeat_conn = None, None
             try:
-                await self.open(self._connect_timeout)
+                fresh = await self._new_pool(self._connect_timeout)
             except (psycopg.Error, psycopg_pool.PoolTimeout):
-                self.pool = stuck
+                await asyncio.sleep(PROBE_EVERY)
+                continue
+            if self.pool is not stuck:  # closed or replaced meanwhile
+                await fresh.close()
                 return
+            self.pool, self._heartbeat_conn = fresh, None
             await stuck.close(timeout=0)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from ..base import (
     RunState,
     TriggerRequest,
 )
-from ..batches import check_claims, check_finishes, lone
+from ..batches import check_claims, check_finishes, claim_bound, lone
 from ..urls import split_options
 from .control import SqliteControl
 from .schema import FORMAT_VERSION, Tables
@@ -255,13 +256,22 @@ class SqliteBackend(SqliteControl, SqliteValues, LeaseBackend):
         """One ``BEGIN IMMEDIATE`` transaction for all the requests, each judged as a
         lone claim is, in order, at one store time; all are checked before any write."""
         check_claims(requests)
-        return await self._each_in_one_transaction(requests, claim)
+        bound = claim_bound(requests)
+        return await self._each_in_one_transaction(requests, claim, bound)
 
-    def _each_in_one_transaction(self, items: Sequence[Any], each: Callable[..., T]
-                                 ) -> Awaitable[list[T]]:
-        """``each(cursor, tables, item, now)`` for every item, in one transaction."""
+    def _each_in_one_transaction(self, items: Sequence[Any], each: Callable[..., T],
+                                 bound: float | None = None) -> Awaitable[list[T]]:
+        """``each(cursor, tables, item, now)`` for every item, in one transaction; with
+        ``bound``, nothing is written if the write lock came more than ``bound`` seconds
+        after the call (a claim is never applied late: see ``claim_bound()``)."""
+        sent = time.monotonic()
+
         def run(connection: sqlite3.Connection) -> list[T]:
             with self._write(connection) as cur:
+                if bound is not None and (waited := time.monotonic() - sent) > bound:
+                    raise sqlite3.OperationalError(
+                        f"claim not applied: the write lock came {waited:.2f}s after the "
+                        f"call (bound {bound:g}s); decided again from the store's state")
                 now = self._now()
                 return [each(cur, self._tables, item, now) for item in items]
 
