@@ -30,10 +30,11 @@ Params = Mapping[str, Any]
 Row = tuple[Any, ...]
 Statement = tuple[Query, Params]
 
-#: longest wait for a connection of our pool (seconds). While the server is down the pool
-#: cannot connect: a claim must fail at once (the engine decides it again when the
-#: server answers) instead of queueing and being answered, late, all together
+#: how long a call waits for a connection of our pool before the server is checked
+#: (seconds): see ``AsyncPoolLink._busy()``
 ACQUIRE_TIMEOUT = 0.3
+#: how long a claim waits for a connection of a pool that is only busy (seconds)
+BUSY_WAIT = 10.0
 #: how often a pool that gave no connection in time has its server probed (seconds)
 PROBE_EVERY = 0.1
 
@@ -262,33 +263,54 @@ class AsyncPoolLink(Link):
                     if conn is not None:
                         self._heartbeat_conn = None
                         await pool.putconn(conn)
-                    conn = self._heartbeat_conn = await pool.getconn(ACQUIRE_TIMEOUT)
+                    conn = self._heartbeat_conn = await self._get(pool)
                 async with _autocommit_async(conn):
                     yield _AsyncSession(conn)
             return
-        try:
-            conn = await pool.getconn(ACQUIRE_TIMEOUT)
-        except psycopg_pool.PoolTimeout:
-            await self._renew(pool)
-            raise
+        conn = await self._get(pool)
         try:
             async with _autocommit_async(conn):
                 yield _AsyncSession(conn)
         finally:
             if pool is self.pool:
                 await pool.putconn(conn)
-            else:  # replaced meanwhile by _renew(): the old pool is closing
+            else:  # replaced meanwhile (see _busy()): the old pool is closing
                 with contextlib.suppress(Exception):
                     await pool.putconn(conn)
 
-    async def _renew(self, stuck: psycopg_pool.AsyncConnectionPool[Any]) -> None:
-        """Our pool gave no connection in time: watch the server with direct connections
-        (every ``PROBE_EVERY``) and replace the pool as soon as one succeeds. After a
-        server restart psycopg_pool reconnects with a backoff (1 s, 2 s, 4 s …): calls
-        would fail for seconds more; closing the old pool also ends the calls still
-        waiting on it at once."""
-        if self.owned and (self._watcher is None or self._watcher.done()):
-            self._watcher = asyncio.ensure_future(self._watch(stuck))
+    async def _get(self, pool: psycopg_pool.AsyncConnectionPool[Any]
+                   ) -> psycopg.AsyncConnection[Any]:
+        conn: psycopg.AsyncConnection[Any]
+        try:
+            conn = await pool.getconn(ACQUIRE_TIMEOUT)
+        except psycopg_pool.PoolTimeout:
+            if not await self._busy(pool):
+                raise  # the server is down, or the pool is being replaced
+            conn = await pool.getconn(BUSY_WAIT)
+        return conn
+
+    async def _busy(self, pool: psycopg_pool.AsyncConnectionPool[Any]) -> bool:
+        """Our pool gave no connection within ``ACQUIRE_TIMEOUT``: True if it is only
+        busy (the server answers and the pool holds connections: wait longer), else
+        False, and the pool is replaced as soon as the server answers a direct
+        connection. While the server is down a claim must fail at once (the engine
+        decides it again when the server answers) instead of queueing and being applied
+        late; after a restart psycopg_pool reconnects with a backoff (1 s, 2 s, 4 s …)
+        that would fail every call for seconds more."""
+        if not self.owned:
+            return True
+        if self._watcher is None or self._watcher.done():
+            try:
+                probe = await psycopg.AsyncConnection.connect(
+                    self.conninfo, autocommit=True, connect_timeout=1)
+            except psycopg.Error:
+                probe = None
+            if probe is not None:
+                await probe.close()
+                if pool.get_stats().get("pool_size", 0) > 0:
+                    return True
+            self._watcher = asyncio.ensure_future(self._watch(pool))
+        return False
 
     async def _watch(self, stuck: psycopg_pool.AsyncConnectionPool[Any]) -> None:
         while self.pool is stuck:
