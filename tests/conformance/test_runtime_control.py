@@ -19,7 +19,7 @@ from tests.support import EventLog, run, wait_until
 #: short leases, and a heartbeat long enough that an instance has not polled yet when
 #: the controller's call returns (the fence, not the poll, must stop old slots)
 QUICK: dict[str, Any] = dict(lease=2, heartbeat=0.3, jitter=0)
-DEAF: dict[str, Any] = dict(lease=30, heartbeat=10, jitter=0)
+DEAF: dict[str, Any] = dict(lease=10, heartbeat=3, jitter=0)
 
 
 def deaf(backend: Backend) -> Backend:
