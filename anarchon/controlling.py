@@ -181,10 +181,7 @@ class Controls:
 
     def _install(self, job: Job) -> None:
         host = self.host
-        before = host._jobs.get(job.name)
         host._jobs[job.name] = job
-        if before is not None and before.schedule.describe() == job.schedule.describe():
-            return  # same slots (a pause of an overridden job, new params): plan kept
         self.planned[job.name] = self._applying
         if host.running:
             if job.name in self.dynamic:

@@ -84,6 +84,7 @@ def test_entry_changes_reach_three_beats(tmp_path: Path, backend: str) -> None:
         marks["disabled"] = time.time()
         cluster.wait_for(lambda: pulses_after("disabled", 4), 30, "four pulses disabled")
 
+        marks["enabling"] = time.time()  # slots after this may run: save() enables them
         Entry(app, "dyn", "t.ok", 2).save()
         marks["enabled"] = time.time()
         cluster.wait_for(lambda: len(_slots(cluster, "dyn", marks["enabled"])) >= 2, 30,
@@ -104,15 +105,15 @@ def test_entry_changes_reach_three_beats(tmp_path: Path, backend: str) -> None:
     after_change = [s for s in dyn if s / 1000 > marks["changed"]]
     assert all(s % 2000 == 0 for s in after_change), \
         f"old 1 s grid published after save() returned: {after_change}"
-    assert not [s for s in dyn if marks["disabled"] < s / 1000 <= marks["enabled"]], \
+    assert not [s for s in dyn if marks["disabled"] < s / 1000 <= marks["enabling"]], \
         "published while disabled"
     assert not [s for s in dyn if s / 1000 > marks["deleted"]], "published after delete"
     assert len({r["pid"] for r in publishes if r["job"] == "dyn"}) >= 2, \
         "any beat runs the entry"
     phases = {"every_1s": first, "every_2s": [s for s in after_change
                                              if s / 1000 <= marks["disabled"]],
-              "disabled": [s for s in dyn if marks["disabled"] < s / 1000 <= marks["enabled"]],
-              "re_enabled": [s for s in dyn if marks["enabled"] < s / 1000 <= marks["deleted"]],
+              "disabled": [s for s in dyn if marks["disabled"] < s / 1000 <= marks["enabling"]],
+              "re_enabled": [s for s in dyn if marks["enabling"] < s / 1000 <= marks["deleted"]],
               "deleted": [s for s in dyn if s / 1000 > marks["deleted"]]}
     dyn_publishes = [r for r in publishes if r["job"] == "dyn"]
     record(f"entry_publishes_per_slot.{backend}", {
