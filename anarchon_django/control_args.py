@@ -16,6 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from anarchon.cli_control import parse_options
+from anarchon.clierrors import UsageFailure
 from anarchon.control import DYNAMIC_OPTIONS
 
 COMMANDS = ("pause", "resume", "reschedule", "add", "remove")
@@ -100,20 +102,15 @@ def add_arguments(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def job_options(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--option key=value`` pairs as job options (values: JSON if they parse)."""
-    parsed: dict[str, Any] = {}
+    """``--option key=value`` pairs as job options (values: JSON if they parse), read by
+    the core CLI's parser; a key that is no job option is refused here."""
     for pair in pairs:
-        key, sep, text = pair.partition("=")
+        key, sep, _ = pair.partition("=")
         key = key.strip()
-        if not sep or not key:
-            raise ArgumentError(f"--option takes key=value, got {pair!r}")
-        if key not in DYNAMIC_OPTIONS:
+        if sep and key and key not in DYNAMIC_OPTIONS:
             raise ArgumentError(f"--option {key!r} is not a job option; choose from "
                                 f"{', '.join(sorted(DYNAMIC_OPTIONS))}")
-        if key in parsed:
-            raise ArgumentError(f"--option {key} is given twice")
-        try:
-            parsed[key] = json.loads(text)
-        except json.JSONDecodeError:
-            parsed[key] = text
-    return parsed
+    try:
+        return parse_options(pairs)
+    except UsageFailure as exc:
+        raise ArgumentError(str(exc)) from None
