@@ -44,8 +44,12 @@ if [ "$#" -gt 0 ]; then
     "${PYTEST[@]}" "$@"
     exit
 fi
-# Django's test settings configure the process: its suite runs in a pytest of its own.
+# Tests that do not start processes or read real clocks are independent (each isolates
+# itself in its own namespace), so they run on two workers; the `slow` ones (clusters,
+# faults, real clocks) run one at a time so their timings are not squeezed. Django's test
+# settings configure the process: its suite runs in a pytest of its own.
 status=0
-"${PYTEST[@]}" --ignore=tests/frameworks/django tests || status=$?
+"${PYTEST[@]}" -n 2 -m "not slow" --ignore=tests/frameworks/django tests || status=$?
+"${PYTEST[@]}" -m slow --ignore=tests/frameworks/django tests || status=$?
 "${PYTEST[@]}" tests/frameworks/django || status=$?
 exit "$status"
