@@ -20,6 +20,7 @@ from .backlog import Backlog
 from .durations import to_ms
 from .jobs import Job
 from .recovery import Recovery
+from .slots import AtSchedule
 
 if TYPE_CHECKING:
     from .engine import AsyncScheduler
@@ -74,6 +75,7 @@ class Claims:
             catch_up_ms=to_ms(job.catch_up) if catch_up_ms is None else catch_up_ms,
             expected_attempt=expected_attempt,
             version=self.host._controls.version(job.name) if version is None else version,
+            one_off=reason == "catch-up" and isinstance(job.schedule, AtSchedule),
         )
 
     async def claim_and_run(self, job: Job, slot: int, reason: ClaimReason,

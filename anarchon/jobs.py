@@ -137,7 +137,7 @@ def warn_if_past(job: Job, now_ms: int, catches_up: bool) -> None:
         return
     slot = job.schedule.slot_ms
     if catches_up and slot > now_ms - to_ms(job.catch_up):
-        return  # catch-up decides (it runs once if the store knew the job before)
+        return  # catch-up runs it once, cluster-wide
     logger.warning("job %r: its at() time %s is in the past (outside catch_up); it does "
                    "not run", job.name, ms_to_datetime(slot).isoformat())
 

@@ -99,7 +99,8 @@ class ClaimRequest:
       run already; otherwise record attempt 1 owned by ``owner`` until ``now + lease_ms``.
     * ``reason="catch-up"``: like scheduled, but instead of ``max_late`` require
       ``slot > now - catch_up_ms`` and that the job was known to the store before ``slot``
-      (else ``late``).
+      (else ``late``); with ``one_off`` (an ``at()`` job, whose slot is its only run) the
+      job need only be known to the store, at any time.
     * ``reason="scheduled"`` or ``"catch-up"``: before anything else but ``early``,
       refuse as ``stale``, writing nothing, when the job's stored control version
       (``anarchon.backends.control``; 0 when it has no record) is higher than
@@ -124,6 +125,8 @@ class ClaimRequest:
     expected_attempt: int = 0
     #: the job's control version this claim was planned from (the version fence)
     version: int = 0
+    #: a catch-up of a one-off (``at()``) job: it need not be known before its slot
+    one_off: bool = False
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,8 @@ def check_claims(requests: Sequence[ClaimRequest]) -> None:
         _check_int(request.max_attempts, "max_attempts", 0)
         _check_int(request.catch_up_ms, "catch_up_ms", 0)
         _check_int(request.expected_attempt, "expected_attempt", 0)
+        if not isinstance(request.one_off, bool):
+            raise TypeError(f"claim one_off must be a bool, got {request.one_off!r}")
 
 
 def check_finishes(finishes: Sequence[Finish]) -> None:

@@ -146,7 +146,7 @@ class Store(ControlOperations):
         if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
             return result("late")
         if req.reason == "catch-up" and (
-                job is None or job.first_seen >= req.slot
+                job is None or (job.first_seen >= req.slot and not req.one_off)
                 or req.slot <= now - req.catch_up_ms):
             return result("late")
         if run is not None:

@@ -245,6 +245,38 @@ def test_next_slot_interrupts_crashed_run(make_backend: Callable[[], Backend]) -
     run(scenario())
 
 
+def test_one_off_catch_up_needs_the_job_known_not_known_before(
+        make_backend: Callable[[], Backend]) -> None:
+    """An ``at()`` job deployed after its instant (``one_off``) is caught up once inside
+    ``catch_up``; outside it, or for a job the store does not know, it is ``late``."""
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        other = make_backend()
+        assert isinstance(other, LeaseBackend)
+        await other.open()
+        before = now_ms() - 5_000  # the job was first seen after this instant
+        unknown = await backend.claim(request("nobody", before, "a", reason="catch-up",
+                                              catch_up_ms=60_000, one_off=True))
+        outside = await backend.claim(request("job", before, "a", reason="catch-up",
+                                              catch_up_ms=1_000, one_off=True))
+        assert (unknown.outcome, outside.outcome) == ("late", "late")
+        won = await backend.claim(request("job", before, "a", reason="catch-up",
+                                          catch_up_ms=60_000, one_off=True))
+        again = await other.claim(request("job", before, "b", reason="catch-up",
+                                          catch_up_ms=60_000, one_off=True))
+        assert (won.outcome, won.attempt, again.outcome) == ("won", 1, "taken")
+        await backend.finish(finish("job", before, "a", 1))
+        after = await other.claim(request("job", before, "b", reason="catch-up",
+                                          catch_up_ms=60_000, one_off=True))
+        assert after.outcome == "taken"  # a finished one-off never runs again
+        records = await backend.history("job", 10)
+        assert [(r.reason, r.status) for r in records] == [("catch-up", "success")]
+        await other.close()
+        await backend.close()
+
+    run(scenario())
+
+
 def test_catch_up_needs_job_known_before_slot(make_backend: Callable[[], Backend]) -> None:
     async def scenario() -> None:
         backend = await opened(make_backend)

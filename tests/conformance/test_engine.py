@@ -336,6 +336,34 @@ def test_catch_up_runs_newest_missed_slot_once(make_backend: Callable[[], Backen
     run(scenario())
 
 
+def test_at_inside_catch_up_runs_once_as_catch_up_on_first_deploy(
+        make_backend: Callable[[], Backend]) -> None:
+    """An ``at()`` job first deployed after its instant, still inside ``catch_up``, runs
+    once cluster-wide as ``catch-up``; instances started later do not run it again."""
+    log = EventLog()
+    when = (datetime.now(timezone.utc) - timedelta(seconds=3)).replace(microsecond=0)
+
+    async def scenario() -> None:
+        for _deploy in range(2):  # the first deploy, then a restart of every instance
+            instances = cluster(make_backend, 3, log, catch_up=60)
+            for s in instances:
+                s.at("once", when, lambda ctx: None)
+                # start() sends the catch-up claims before the planner claims any tick
+                s.every("tick", "0.2s", lambda ctx: None)
+            await asyncio.gather(*(s.start() for s in instances))
+            await wait_until(lambda: len(log.of("success", "once")) == 1, 5, "the at() run")
+            goal = len(log.of("start", "tick")) + 3
+            await wait_until(lambda: len(log.of("start", "tick")) >= goal, 5,  # noqa: B023
+                             "three ticks after the catch-up claims")
+            for s in instances:
+                await s.stop()
+
+    run(scenario())
+    starts = log.of("start", "once")
+    assert [(e.reason, e.slot) for e in starts] == [
+        ("catch-up", int(when.timestamp() * 1000))], starts
+
+
 def test_first_deploy_has_nothing_to_catch_up(make_backend: Callable[[], Backend]) -> None:
     log = EventLog()
 

@@ -38,7 +38,7 @@ _NEW: Final[dict[str, Callable[[ClaimRequest], object]]] = {
     "reasons": lambda r: r.reason, "lease_ms": lambda r: r.lease_ms,
     "max_late_ms": lambda r: r.max_late_ms, "catch_up": lambda r: r.reason == "catch-up",
     "catch_up_ms": lambda r: r.catch_up_ms, "skip_overlap": lambda r: r.overlap == "skip",
-    "versions": lambda r: r.version,
+    "versions": lambda r: r.version, "one_off": lambda r: r.one_off,
 }
 _TAKEOVER: Final[dict[str, Callable[[ClaimRequest], object]]] = {
     "jobs": lambda r: r.name, "slots": lambda r: r.slot, "owners": lambda r: r.owner,

@@ -149,9 +149,9 @@ WITH q AS (
                 %(owners)s::text[], %(reasons)s::text[], %(lease_ms)s::bigint[],
                 %(max_late_ms)s::bigint[], %(catch_up)s::boolean[],
                 %(catch_up_ms)s::bigint[], %(skip_overlap)s::boolean[],
-                %(versions)s::integer[])
+                %(versions)s::integer[], %(one_off)s::boolean[])
          AS c(idx, job, slot, owner, reason, lease_ms, max_late_ms, catch_up, catch_up_ms,
-              skip_overlap, version)
+              skip_overlap, version, one_off)
 ),
 p AS (
     SELECT q.*, {_EXPIRY_MS} AS expiry_ms,
@@ -182,7 +182,8 @@ verdict AS (
         WHEN p.stored > p.version THEN 'stale'
         WHEN CASE WHEN p.catch_up
                   THEN p.slot <= p.now_ms - p.catch_up_ms OR NOT EXISTS (
-                       SELECT 1 FROM {{jobs}} j WHERE j.name = p.job AND j.first_seen <= p.slot)
+                       SELECT 1 FROM {{jobs}} j WHERE j.name = p.job
+                                                  AND (p.one_off OR j.first_seen <= p.slot))
                   ELSE p.now_ms > p.slot + p.max_late_ms END THEN 'late'
         WHEN EXISTS (SELECT 1 FROM existing e WHERE e.idx = p.idx AND e.status = 'skipped')
              THEN 'overlap'

@@ -250,7 +250,9 @@ class RedisBackend(RedisControl, RedisValues, LeaseBackend):
 
     async def _since_ms(self, request: ClaimRequest, up_since: int) -> int:
         if request.reason == "catch-up":
-            return await self._first_seen_ms(request.name)
+            seen = await self._first_seen_ms(request.name)
+            # a one-off job need only be known (-1: it is not), not known before its slot
+            return min(seen, 0) if request.one_off else seen
         return up_since if request.reason == "takeover" else -1
 
     async def confirm(self, request: ClaimRequest) -> int:

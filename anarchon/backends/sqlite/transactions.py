@@ -47,7 +47,8 @@ def claim(cur: sqlite3.Cursor, t: Tables, req: ClaimRequest, now: int) -> ClaimR
         seen = first(cur.execute(
             f"SELECT first_seen FROM {t.jobs} WHERE name = ?", (req.name,)
         ))
-        if seen is None or seen[0] >= req.slot or req.slot <= now - req.catch_up_ms:
+        if (seen is None or (seen[0] >= req.slot and not req.one_off)
+                or req.slot <= now - req.catch_up_ms):
             return result("late")
     if row is not None:
         return result("taken")
