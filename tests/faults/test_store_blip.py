@@ -57,8 +57,8 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("postgres", "postgres", {}),
     ("sqlite", "sqlite", {}),
 ]
-#: the stores CI runs the long fault tests on (tests.faults.conftest.CI_SUBSET)
-IN_CI = ("redis", "postgres", "sqlite")
+#: the stores CI runs this test on: every lease store with a server the test can blip
+IN_CI = ("redis", "valkey", "postgres", "sqlite")
 
 
 def _variants() -> list[Any]:
