@@ -7,7 +7,8 @@ package's own ``anarchon_track_outcomes`` (bool), ``anarchon_queue_lease`` (dura
 ``anarchon_republish`` (bool: publish a tracked slot again when no outcome came) and
 ``anarchon_stop_timeout`` (duration). Under Django's ``CELERY_`` namespace the same keys
 are upper-cased. When none of them is set and Django is configured, Django's
-``ANARCHON`` setting is read (keys ``BACKEND``, ``OPTIONS``, ``SCHEDULER``, any case).
+``ANARCHON`` setting is read (keys ``BACKEND``, ``OPTIONS``, ``SCHEDULER``, any case), and
+a ``BACKEND`` given by name (``"django"``: the ORM store) is built by anarchon_django.
 With nothing set and a Redis broker, the broker's Redis is used with its own prefix
 ``anarchon:`` and the broker's connection settings (see ``anarchon_celery.broker``).
 """
@@ -23,6 +24,8 @@ from anarchon import Backend, from_url, parse_duration
 from .broker import BrokerStoreError, broker_store_url
 
 DEFAULT_PREFIX = "anarchon:"
+#: ``Settings.source`` of a store read from Django's ``ANARCHON`` setting
+DJANGO_SOURCE = "settings.ANARCHON"
 
 
 class ConfigurationError(ValueError):
@@ -54,6 +57,8 @@ class Settings:
                     "anarchon_options only applies when anarchon_backend is a URL; "
                     "configure the backend object directly")
             return self.backend
+        if self.source == DJANGO_SOURCE and "://" not in self.backend:
+            return _django_backend(self.backend, self.backend_options)
         return from_url(self.backend, **dict(self.backend_options))
 
     def describe(self) -> str:
@@ -94,6 +99,17 @@ def _django_settings() -> Mapping[str, Any] | None:
     return {str(k).lower(): v for k, v in value.items()}
 
 
+def _django_backend(name: str, options: Mapping[str, Any]) -> Backend:
+    """``ANARCHON["BACKEND"]`` given by name (``"django"``, the ORM store, or a dotted
+    path), built by anarchon_django exactly as ``manage.py anarchon run`` builds it."""
+    from dataclasses import replace
+
+    from anarchon_django.backend import build_backend
+    from anarchon_django.conf import get_settings
+
+    return build_backend(replace(get_settings(), backend=name, options=dict(options)))
+
+
 def _mapping(value: Any, key: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -117,7 +133,7 @@ def resolve(app: Any) -> Settings:
             options = {**_mapping(django.get("options"), "ANARCHON['OPTIONS']"), **options}
             scheduler = {**_mapping(django.get("scheduler"), "ANARCHON['SCHEDULER']"),
                          **scheduler}
-            source = "settings.ANARCHON"
+            source = DJANGO_SOURCE
     if backend is None:
         try:
             default = broker_store_url(_get(conf, "broker_url"), _get(conf, "broker_use_ssl"),

@@ -92,11 +92,6 @@ def store_note(app: Any) -> str | None:
         settings = resolve(app)
     except ConfigurationError as exc:
         return f"The Celery app's anarchon settings cannot be read: {exc}"
-    if isinstance(settings.backend, str) and "://" not in settings.backend:
-        return (f"The Celery app's beats read the store {settings.backend!r} from "
-                "settings.ANARCHON, but anarchon_celery takes a URL (redis://, "
-                "postgresql://, sqlite:///…, django://) or a Backend: the beats will not "
-                "start on it; set a URL so the beats and this admin share one store.")
     ours = get_settings()
     if settings.source == "settings.ANARCHON" or (
             settings.backend == ours.backend and dict(settings.backend_options) == ours.options):

@@ -284,4 +284,16 @@ def test_a_note_when_the_beats_use_another_store(staff: Staff, store: Scheduler,
     assert "elsewhere.db" in page and "the beats run them only when both are the same " \
         "store" in page
     with override_settings(ANARCHON={**settings.ANARCHON, "BACKEND": "django"}):
-        assert "the beats will not start on it" in client.get(ADD).content.decode()
+        assert "the beats run them only" not in client.get(ADD).content.decode()
+
+
+def test_beats_take_the_bare_django_backend_name() -> None:
+    """``ANARCHON = {"BACKEND": "django"}`` gives the beats the ORM store, built by
+    anarchon_django as ``manage.py anarchon run`` builds it (same alias, same tables)."""
+    from anarchon_celery.config import resolve
+    from anarchon_django.store.backend import DjangoBackend
+
+    with override_settings(ANARCHON={"BACKEND": "django"}):
+        backend = resolve(APP).build_backend()
+    assert isinstance(backend, DjangoBackend)
+    assert backend.name.startswith("django:")
