@@ -4,8 +4,8 @@ URLs (under ``anarchon_django/dynamicjob/``): the list (``view_dynamicjob``), ``
 (``add_dynamicjob``), ``change/?job=NAME`` (``change_dynamicjob``; without it the form
 is read-only) and ``delete/?job=NAME`` (``delete_dynamicjob``; POST deletes).
 
-Saving goes through the core: ``add_job(..., replace=True)`` for an edit, ``pause()`` /
-``resume()`` for *enabled*, ``remove_job()`` for a delete, each with
+Saving goes through the core: ``add_job(..., replace=True)`` for an edit, with
+``paused=not enabled`` in the same change (``resume()`` to enable a paused job), ``remove_job()`` for a delete, each with
 ``by="django:USERNAME"``; every running instance offering the handler applies it within
 one heartbeat, without a restart. Bad input shows the core's message on the form.
 
@@ -143,12 +143,12 @@ class DynamicJobAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if form.is_celery():
             return self._save_entry(request, form, name, info)
         try:
-            change = controls.add_job(name, who, replace=info is not None, **form.arguments())
             enabled = form.cleaned_data["enabled"]
-            paused_now = info is not None and info.paused
-            if not enabled and not paused_now:
-                controls.pause(name, who)
-            elif enabled and paused_now:
+            # paused= in the same change, so a disabled job is never live for a moment;
+            # an update keeps a paused job paused, hence the resume
+            change = controls.add_job(name, who, replace=info is not None,
+                                      paused=not enabled, **form.arguments())
+            if enabled and info is not None and info.paused:
                 controls.resume(name, who)
         except INPUT_ERRORS as exc:
             show_error(form, exc)

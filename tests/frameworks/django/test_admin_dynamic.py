@@ -76,12 +76,13 @@ def test_add_edit_and_delete_a_dynamic_job(staff: Staff, core: Scheduler,
     assert job is not None and job.paused and job.schedule == "cron 0 6 * * * (Europe/Berlin)"
     assert job.params == {"to": "dev@example.com"}
     assert [(c.action, c.by) for c in core.changes("nightly-report")] == [
-        ("pause", "django:dyn"), ("update", "django:dyn"), ("add", "django:dyn")]
+        ("update", "django:dyn"), ("add", "django:dyn")]
 
     response = client.post(CHANGE + "?job=nightly-report",
                            form(kind="cron", every=None, cron="0 6 * * *"), follow=True)
     job = dynamic(core, "nightly-report")
     assert job is not None and not job.paused and job.schedule == "cron 0 6 * * * (UTC)"
+    assert core.changes("nightly-report")[0].action == "resume"
 
     assert "Remove the dynamic job" in client.get(DELETE, {"job": "nightly-report"}
                                                   ).content.decode()
@@ -180,3 +181,14 @@ def test_a_post_without_a_csrf_token_is_refused(staff: Staff, core: Scheduler) -
 def test_the_admin_index_links_the_dynamic_jobs(staff: Staff, control_store: str) -> None:
     index = staff(*ALL).get("/admin/").content.decode()
     assert LIST in index and ADD in index
+
+
+def test_a_job_added_disabled_is_stored_paused_in_one_change(staff: Staff, core: Scheduler,
+                                                             worker: Scheduler) -> None:
+    wait_for(lambda: offered(core), 10, "the worker's handler offer")
+    client = staff(*ALL, name="dyn")
+    response = client.post(ADD, form(name="quiet-report", enabled=None), follow=True)
+    assert response.redirect_chain == [(LIST, 302)], response.content.decode()[:2000]
+    job = dynamic(core, "quiet-report")
+    assert job is not None and job.paused
+    assert [(c.action, c.by) for c in core.changes("quiet-report")] == [("add", "django:dyn")]
