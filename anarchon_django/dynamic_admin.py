@@ -5,9 +5,10 @@ URLs (under ``anarchon_django/dynamicjob/``): the list (``view_dynamicjob``), ``
 is read-only) and ``delete/?job=NAME`` (``delete_dynamicjob``; POST deletes).
 
 Saving goes through the core: ``add_job(..., replace=True)`` for an edit, with
-``paused=not enabled`` in the same change (``resume()`` to enable a paused job), ``remove_job()`` for a delete, each with
-``by="django:USERNAME"``; every running instance offering the handler applies it within
-one heartbeat, without a restart. Bad input shows the core's message on the form.
+``paused=not enabled`` in the same change (``resume()`` to enable a paused job),
+``remove_job()`` for a delete, each with ``by="django:USERNAME"``; every running
+instance offering the handler applies it within one heartbeat, without a restart. Bad
+input shows the core's message on the form.
 
 With a Celery app found (``anarchon_django.celery_app``), a job with the handler
 ``celery:publish`` is a Celery entry: saving builds an ``anarchon_celery.Entry`` from the
