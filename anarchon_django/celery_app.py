@@ -86,14 +86,14 @@ def _current(state: Any) -> Any | None:
 
 def store_note(app: Any) -> str | None:
     """Why the app's beats may not see what the admin saves (another store), or ``None``."""
-    from anarchon_celery.config import ConfigurationError, resolve
+    from anarchon_celery.config import DJANGO_SOURCE, ConfigurationError, resolve
 
     try:
         settings = resolve(app)
     except ConfigurationError as exc:
         return f"The Celery app's anarchon settings cannot be read: {exc}"
     ours = get_settings()
-    if settings.source == "settings.ANARCHON" or (
+    if settings.source == DJANGO_SOURCE or (
             settings.backend == ours.backend and dict(settings.backend_options) == ours.options):
         return None
     return (f"The Celery app's beats use the store {settings.describe()}; entries saved here "
