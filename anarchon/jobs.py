@@ -138,8 +138,9 @@ def warn_if_past(job: Job, now_ms: int, catches_up: bool) -> None:
     slot = job.schedule.slot_ms
     if catches_up and slot > now_ms - to_ms(job.catch_up):
         return  # catch-up runs it once, cluster-wide
-    logger.warning("job %r: its at() time %s is in the past (outside catch_up); it does "
-                   "not run", job.name, ms_to_datetime(slot).isoformat())
+    why = "outside catch_up" if catches_up else "this store does not catch up"
+    logger.warning("job %r: its at() time %s is in the past (%s); it does not run",
+                   job.name, ms_to_datetime(slot).isoformat(), why)
 
 
 def check_heartbeat(heartbeat: float, lease: float, *, hint: bool = False) -> None:

@@ -67,7 +67,11 @@ def test_past_at_logs_one_warning_naming_job_and_time(tmp_path: Path,
     scheduler.at(JOB, when, _handler)
     with caplog.at_level(logging.WARNING, logger="anarchon"):
         scheduler.start()
-        scheduler.stop(1)
+        try:
+            [info] = [job for job in scheduler.jobs() if job.name == JOB]
+        finally:
+            scheduler.stop(1)
+    assert info.next_run is None, info  # done: nothing left to run
     said = [r.getMessage() for r in caplog.records if r.name.startswith("anarchon")
             and r.levelno >= logging.WARNING and JOB in r.getMessage()]
     assert len(said) == 1 and "2020-01-02" in said[0], said
