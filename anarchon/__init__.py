@@ -24,6 +24,7 @@ from .errors import (
 from .events import Event
 from .history import JobInfo, RunRecord
 from .registry import at, configure, cron, every, get_scheduler, start_all, stop_all
+from .schedule_types import register_schedule_type
 from .sync import Scheduler
 from .tracking import AsyncTracker, Tracker
 
@@ -66,6 +67,7 @@ __all__ = [
     "LeaseBackend",
     "RunContext",
     "RunRecord",
+    "register_schedule_type",
     "RunToken",
     "Scheduler",
     "SqliteBackend",

@@ -109,13 +109,15 @@ class RuntimeControl:
 
     async def reschedule(self, name: str, *, every: Any = None, cron: str | None = None,
                          timezone: str | None = None, offset: Any = None,
-                         reset: bool = False, by: str | None = None) -> Change:
+                         custom: Any = None, reset: bool = False,
+                         by: str | None = None) -> Change:
         """Replace job ``name``'s schedule on every instance: ``every=`` (with
-        ``offset=``) or ``cron=`` (with ``timezone=``); ``reset=True`` goes back to the
+        ``offset=``), ``cron=`` (with ``timezone=``) or ``custom=`` (a registered
+        schedule type's ``{"type", "data"}``); ``reset=True`` goes back to the
         schedule its code declares. Checked here, with the same errors as ``every()``
         and ``cron()``."""
         if reset:
-            if any(v is not None for v in (every, cron, timezone, offset)):
+            if any(v is not None for v in (every, cron, timezone, offset, custom)):
                 raise TypeError(f"job {name!r}: reset=True takes no schedule")
 
             def back(control: Control) -> Control:
@@ -126,9 +128,9 @@ class RuntimeControl:
 
             return await self._change(name, "reset", back, {}, by)
         spec = ScheduleSpec.choose(every=every, cron=cron, timezone=timezone, offset=offset,
-                                   job=name)
+                                   custom=custom, job=name)
         if spec.kind == "at":
-            raise TypeError(f"job {name!r}: reschedule takes every= or cron=")
+            raise TypeError(f"job {name!r}: reschedule takes every=, cron= or custom=")
         resolve_job(spec.kind, name, spec.when, spec.options(), scheduler=self.options,
                     backend=self.backend)
         return await self._change(name, "reschedule",
@@ -137,13 +139,17 @@ class RuntimeControl:
 
     async def add_job(self, name: str, *, handler: str, every: Any = None,
                       cron: str | None = None, at: Any = None, timezone: str | None = None,
-                      offset: Any = None, params: Any = None, replace: bool = False,
-                      paused: bool = False, by: str | None = None,
+                      offset: Any = None, custom: Any = None, params: Any = None,
+                      replace: bool = False, paused: bool = False, by: str | None = None,
                       **options: Any) -> Change:
         """Store a dynamic job: every instance offering ``handler`` schedules it.
 
-        One of ``every=``/``cron=``/``at=``; ``params`` (JSON) reach the handler as
-        ``ctx.params`` and are **stored**: they must not hold secrets. ``options`` are
+        One of ``every=``/``cron=``/``at=``/``custom=`` (``{"type": name, "data":
+        {...}}`` of a type registered with
+        [`register_schedule_type()`][anarchon.schedule_types.register_schedule_type]:
+        instances that did not register it do not run the job); ``params`` (JSON)
+        reach the handler as ``ctx.params`` and are **stored**: they must not hold
+        secrets. ``options`` are
         job options (``jitter``, ``max_late``, ``timeout``, ``overlap``,
         ``max_attempts``, ``catch_up``, ``history_size``, ``history_ttl``), checked here
         as ``every()`` checks them. A job of that name that exists already is refused,
@@ -156,7 +162,7 @@ class RuntimeControl:
             raise TypeError(f"job {name!r}: handler must be a handler name (str), got "
                             f"{handler!r}")
         spec = ScheduleSpec.choose(every=every, cron=cron, at=at, timezone=timezone,
-                                   offset=offset, job=name)
+                                   offset=offset, custom=custom, job=name)
         stored = check_dynamic_options(options, name)
         resolve_job(spec.kind, name, spec.when, {**stored, **spec.options()},
                     scheduler=self.options, backend=self.backend)

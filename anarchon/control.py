@@ -15,11 +15,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .durations import parse_duration
+from .schedule_types import check_custom
 from .slots import ms_to_datetime
 
 Source = Literal["code", "override", "dynamic"]
 Action = Literal["pause", "resume", "reschedule", "reset", "add", "update", "remove"]
-ScheduleKind = Literal["every", "cron", "at"]
+ScheduleKind = Literal["every", "cron", "at", "custom"]
 
 #: job options a dynamic job may set (``data`` is never stored: use ``params``)
 DYNAMIC_OPTIONS = frozenset({"jitter", "max_late", "timeout", "overlap", "max_attempts",
@@ -29,24 +30,26 @@ DYNAMIC_OPTIONS = frozenset({"jitter", "max_late", "timeout", "overlap", "max_at
 @dataclass(frozen=True)
 class ScheduleSpec:
     """A schedule as stored: ``every`` seconds (+ ``offset``), a ``cron`` expression in
-    ``timezone``, or one ``at`` instant (ISO 8601)."""
+    ``timezone``, one ``at`` instant (ISO 8601), or a ``custom`` schedule type's data
+    (``{"type": name, "data": {...}}``, see ``anarchon.schedule_types``)."""
 
     kind: ScheduleKind
-    when: Any  # seconds (every), expression (cron) or ISO text (at)
+    when: Any  # seconds (every), expression (cron), ISO text (at) or type + data (custom)
     offset: float = 0.0
     timezone: str = "UTC"
 
     @classmethod
     def choose(cls, *, every: Any = None, cron: Any = None, at: Any = None,
-               timezone: Any = None, offset: Any = None, job: str) -> ScheduleSpec:
-        """The one schedule a caller gave (exactly one of ``every``/``cron``/``at``);
-        ``offset`` only with ``every``, ``timezone`` only with ``cron``. Raises
-        ``TypeError`` naming the job and what was wrong."""
-        given = [kind for kind, value in (("every", every), ("cron", cron), ("at", at))
-                 if value is not None]
+               timezone: Any = None, offset: Any = None, custom: Any = None,
+               job: str) -> ScheduleSpec:
+        """The one schedule a caller gave (exactly one of ``every``/``cron``/``at``/
+        ``custom``); ``offset`` only with ``every``, ``timezone`` only with ``cron``.
+        Raises ``TypeError`` naming the job and what was wrong."""
+        given = [kind for kind, value in (("every", every), ("cron", cron), ("at", at),
+                                          ("custom", custom)) if value is not None]
         if len(given) != 1:
-            raise TypeError(f"job {job!r}: give exactly one of every=, cron= or at=, got "
-                            f"{', '.join(given) or 'none'}")
+            raise TypeError(f"job {job!r}: give exactly one of every=, cron=, at= or "
+                            f"custom=, got {', '.join(given) or 'none'}")
         if offset is not None and every is None:
             raise TypeError(f"job {job!r}: offset= goes with every= only")
         if timezone is not None and cron is None:
@@ -63,6 +66,8 @@ class ScheduleSpec:
             if not isinstance(zone, str):
                 raise TypeError(f"job {job!r}: timezone must be a str, got {zone!r}")
             return cls("cron", cron, timezone=zone)
+        if custom is not None:
+            return cls("custom", check_custom(custom, job))
         if isinstance(at, datetime):
             if at.tzinfo is None:
                 raise ValueError(f"job {job!r}: at= needs an aware datetime (with tzinfo)")
@@ -87,6 +92,8 @@ class ScheduleSpec:
             return f"every {self.when:g}s{extra}"
         if self.kind == "cron":
             return f"cron {self.when} ({self.timezone})"
+        if self.kind == "custom":
+            return f"custom {self.when['type']} {json.dumps(self.when['data'], sort_keys=True)}"
         return f"at {self.when}"
 
     def to_json(self) -> dict[str, Any]:
@@ -97,7 +104,7 @@ class ScheduleSpec:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ScheduleSpec:
         kind = data["kind"]
-        if kind not in ("every", "cron", "at"):
+        if kind not in ("every", "cron", "at", "custom"):
             raise ValueError(f"unknown schedule kind {kind!r}")
         return cls(kind, data["when"], offset=float(data.get("offset", 0.0)),
                    timezone=str(data.get("timezone", "UTC")))

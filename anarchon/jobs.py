@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .backends.base import LEASE_ONLY_OPTIONS as LEASE_ONLY_OPTIONS
 from .durations import parse_duration, to_ms
+from .schedule_types import build_custom
 from .slots import (
     AtSchedule,
     CronSchedule,
@@ -221,6 +222,8 @@ def build_schedule(kind: str, name: str, when: Any, options: Mapping[str, Any]) 
             raise ValueError(message if named else f"job {name!r}: {message}") from exc
     if kind == "at":
         return AtSchedule(parse_at(when, job=name))
+    if kind == "custom":
+        return build_custom(when, name)
     raise ValueError(f"unknown schedule kind {kind!r}")
 
 

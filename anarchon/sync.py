@@ -267,23 +267,24 @@ class Scheduler:
         return self._call(self.core.resume(name, by=by))
 
     def reschedule(self, name: str, *, every: Any = None, cron: str | None = None,
-                   timezone: str | None = None, offset: Any = None, reset: bool = False,
-                   by: str | None = None) -> Change:
+                   timezone: str | None = None, offset: Any = None, custom: Any = None,
+                   reset: bool = False, by: str | None = None) -> Change:
         """Replace job ``name``'s schedule everywhere, or ``reset=True`` (see
         [`AsyncScheduler.reschedule()`][anarchon.AsyncScheduler.reschedule])."""
         return self._call(self.core.reschedule(name, every=every, cron=cron,
                                                timezone=timezone, offset=offset,
-                                               reset=reset, by=by))
+                                               custom=custom, reset=reset, by=by))
 
     def add_job(self, name: str, *, handler: str, every: Any = None, cron: str | None = None,
                 at: Any = None, timezone: str | None = None, offset: Any = None,
-                params: Any = None, replace: bool = False, paused: bool = False,
+                custom: Any = None, params: Any = None, replace: bool = False,
+                paused: bool = False,
                 by: str | None = None, **options: Any) -> Change:
         """Store a dynamic job (see
         [`AsyncScheduler.add_job()`][anarchon.AsyncScheduler.add_job])."""
         return self._call(self.core.add_job(name, handler=handler, every=every, cron=cron,
                                             at=at, timezone=timezone, offset=offset,
-                                            params=params, replace=replace,
+                                            custom=custom, params=params, replace=replace,
                                             paused=paused, by=by, **options))
 
     def remove_job(self, name: str, *, by: str | None = None) -> Change:

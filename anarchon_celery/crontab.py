@@ -12,13 +12,14 @@ in two ways that this schedule reproduces:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
+from anarchon.schedule_types import register_schedule_type
 from anarchon.slots import Schedule, datetime_to_ms, ms_to_datetime
 
 UTC = timezone.utc
@@ -121,5 +122,27 @@ def celery_next_run(schedule: Any, after: datetime) -> datetime:
     return result
 
 
-__all__ = ["CeleryCrontabSchedule", "celery_next_run", "crontab_expression",
-           "crontab_original"]
+#: the schedule type dynamic entries store crontabs with both day fields as (data:
+#: expr, original, timezone): a stored cron job would OR the days, Celery ANDs them
+CRONTAB_TYPE = "celery.crontab"
+
+
+def crontab_data(schedule: Any, tz: ZoneInfo) -> dict[str, Any]:
+    """A ``celery.schedules.crontab`` in ``tz`` as stored schedule data."""
+    return {"expr": crontab_expression(schedule), "original": crontab_original(schedule),
+            "timezone": tz.key}
+
+
+def crontab_from_data(data: Mapping[str, Any]) -> CeleryCrontabSchedule:
+    """The slots of stored crontab data, with Celery's rules."""
+    from anarchon.slots import load_timezone
+
+    return CeleryCrontabSchedule(str(data["expr"]), load_timezone(str(data["timezone"])),
+                                 str(data.get("original") or data["expr"]))
+
+
+register_schedule_type(CRONTAB_TYPE, crontab_from_data)
+
+
+__all__ = ["CRONTAB_TYPE", "CeleryCrontabSchedule", "celery_next_run", "crontab_data",
+           "crontab_expression", "crontab_from_data", "crontab_original"]

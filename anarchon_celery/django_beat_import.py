@@ -2,8 +2,8 @@
 [`Source`][anarchon_celery.importing.Source]s (``manage.py anarchon import-celery-beat``).
 
 Each row has one schedule: ``IntervalSchedule`` (every), ``CrontabSchedule`` (cron in the
-row's own timezone), ``ClockedSchedule`` (once at), ``SolarSchedule`` (refused: dynamic
-entries keep every/cron/at only). ``one_off`` rows that have not run become one run at
+row's own timezone), ``ClockedSchedule`` (once at), ``SolarSchedule`` (solar, the same
+event and place). ``one_off`` rows that have not run become one run at
 their next due time; ``start_time`` in the future is refused (entries have no start
 time); ``args``/``kwargs``/``headers`` are JSON text; ``queue``, ``exchange``,
 ``routing_key``, ``priority``, ``headers``, ``expire_seconds`` and ``expires`` become
@@ -49,7 +49,7 @@ def _old_text(task: Any, schedule: str) -> str:
 
 def _schedule(task: Any) -> tuple[Any, str, dict[str, Any]]:
     """(Celery schedule or None, its old text, anarchon job options) or ValueError."""
-    from celery.schedules import crontab
+    from celery.schedules import crontab, solar
 
     if task.interval is not None:
         interval = task.interval
@@ -68,10 +68,9 @@ def _schedule(task: Any) -> tuple[Any, str, dict[str, Any]]:
         when = task.clocked.clocked_time
         return when, f"clocked {when.isoformat()}", {}
     if task.solar is not None:
-        solar = task.solar
-        raise ValueError(f"solar {solar.event} ({solar.latitude}, {solar.longitude}): dynamic "
-                         "entries keep every/cron/at schedules only; put it in "
-                         "beat_schedule, where every beat computes Celery's solar times")
+        row = task.solar
+        sun = solar(row.event, float(row.latitude), float(row.longitude))
+        return sun, describe_schedule(sun), {}
     raise ValueError("the row has no schedule")
 
 

@@ -20,9 +20,10 @@ from anarchon import AsyncScheduler, RunContext, parse_duration
 from anarchon.control import ScheduleSpec
 
 from .config import ConfigurationError
-from .crontab import crontab_expression, crontab_original
+from .crontab import CRONTAB_TYPE, crontab_data, crontab_expression
 from .outcomes import OutcomeWatch
 from .publish import Publisher
+from .solar import SOLAR_TYPE, CelerySolarSchedule, solar_data
 
 #: the handler name every anarchon beat offers for dynamic entries
 HANDLER = "celery:publish"
@@ -38,8 +39,10 @@ def schedule_arguments(name: str, schedule: Any, tz: ZoneInfo) -> dict[str, Any]
 
     Numbers, ``timedelta`` and a plain ``celery.schedules.schedule`` run ``every`` (on the
     UTC grid); ``crontab`` runs ``cron`` in its zone ``tz``; an aware or naive (read in
-    ``tz``) ``datetime`` runs once ``at`` it. ``solar`` and custom schedules are refused:
-    the core's dynamic jobs store every/cron/at only.
+    ``tz``) ``datetime`` runs once ``at`` it. A ``solar``, and a ``crontab`` restricting
+    both day fields (Celery ANDs them, cron ORs them), are stored as this package's
+    schedule types (``celery.solar``, ``celery.crontab``), which every beat registers.
+    Other custom schedules are refused: their own ``is_due`` decides, which is code.
     """
     from celery.schedules import crontab, solar
     from celery.schedules import schedule as interval
@@ -58,11 +61,9 @@ def schedule_arguments(name: str, schedule: Any, tz: ZoneInfo) -> dict[str, Any]
         expr = crontab_expression(schedule)
         fields = expr.split()
         if fields[2] != "*" and fields[4] != "*":
-            raise EntryError(
-                f"entry {name!r}: crontab {crontab_original(schedule)!r} restricts both "
-                "day_of_month and day_of_week; Celery runs on days matching both, a stored "
-                "cron job on days matching either, so it is refused (put it in "
-                "beat_schedule, where beats keep Celery's rule, or give only one of them)")
+            # Celery runs on days matching both day fields, a cron job on either: keep
+            # Celery's rule as a schedule type of this package
+            return {"custom": {"type": CRONTAB_TYPE, "data": crontab_data(schedule, tz)}}
         return {"cron": expr, "timezone": tz.key}
     if type(schedule) is interval and not getattr(schedule, "relative", False):
         every: timedelta = schedule.run_every  # type: ignore[attr-defined]
@@ -71,15 +72,17 @@ def schedule_arguments(name: str, schedule: Any, tz: ZoneInfo) -> dict[str, Any]
         raise EntryError(f"entry {name!r}: relative=True intervals cannot be stored (a "
                          "dynamic entry runs every interval on the UTC grid); give the "
                          "interval without relative=True")
-    if isinstance(schedule, solar):
-        raise EntryError(
-            f"entry {name!r}: solar schedules cannot be stored as dynamic entries (dynamic "
-            "jobs keep every/cron/at schedules only); put it in beat_schedule, where every "
-            "beat computes Celery's solar times")
+    if isinstance(schedule, solar) and type(schedule) is solar:
+        try:
+            CelerySolarSchedule.from_solar(schedule)
+        except (TypeError, ValueError) as exc:
+            raise EntryError(f"entry {name!r}: {exc}") from None
+        return {"custom": {"type": SOLAR_TYPE, "data": solar_data(schedule)}}
     raise EntryError(
         f"entry {name!r}: a {type(schedule).__name__} schedule cannot be stored as a dynamic "
-        "entry (dynamic jobs keep every/cron/at only; custom schedules decide by their own "
-        "is_due); put it in beat_schedule, which runs it on the shared last_run_at")
+        "entry (its own is_due decides, which is code, not data); put it in beat_schedule, "
+        "which runs it on the shared last_run_at, or register an anarchon schedule type "
+        "(anarchon.register_schedule_type) and save the entry with that schedule")
 
 
 def _seconds(name: str, seconds: float) -> float:
@@ -90,12 +93,20 @@ def _seconds(name: str, seconds: float) -> float:
 
 
 def celery_schedule(spec: ScheduleSpec) -> Any:
-    """The Celery schedule a stored schedule reads back as (``timedelta``, ``crontab``
-    or an aware ``datetime``)."""
-    from celery.schedules import crontab
+    """The Celery schedule a stored schedule reads back as (``timedelta``, ``crontab``,
+    ``solar`` or an aware ``datetime``; another custom type as its text)."""
+    from celery.schedules import crontab, solar
 
     if spec.kind == "every":
         return timedelta(seconds=float(spec.when))
+    if spec.kind == "custom":
+        kind, data = spec.when["type"], spec.when["data"]
+        if kind == SOLAR_TYPE:
+            return solar(data["event"], data["lat"], data["lon"])
+        if kind == CRONTAB_TYPE:
+            fields = str(data["expr"]).split()
+            return crontab(**dict(zip(_CRON_FIELDS, fields, strict=True)))
+        return spec.describe()
     if spec.kind == "cron":
         fields = str(spec.when).split()
         if len(fields) == 6:  # seconds first: not Celery's; shown as stored

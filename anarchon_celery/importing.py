@@ -50,12 +50,14 @@ class Row:
 
 def describe_schedule(schedule: Any) -> str:
     """A Celery schedule as the table shows it."""
-    from celery.schedules import crontab
+    from celery.schedules import crontab, solar
 
     from .crontab import crontab_original
 
     if isinstance(schedule, crontab):
         return f"crontab '{crontab_original(schedule)}'"
+    if isinstance(schedule, solar):
+        return f"solar {schedule.event} ({schedule.lat:g}, {schedule.lon:g})"
     if isinstance(schedule, datetime):
         return f"once at {schedule.isoformat()}"
     if hasattr(schedule, "total_seconds"):
@@ -69,7 +71,7 @@ def _wanted(entry: Entry) -> tuple[Control, str]:
     arguments = entry.job_arguments()
     params = arguments.pop("params")
     arguments.pop("handler")
-    schedule_keys = {k: arguments.pop(k) for k in ("every", "cron", "at", "timezone")
+    schedule_keys = {k: arguments.pop(k) for k in ("every", "cron", "at", "timezone", "custom")
                      if k in arguments}
     spec = ScheduleSpec.choose(job=entry.name, **schedule_keys)
     params = json.loads(json.dumps(params))  # as the store gives it back (lists, not tuples)

@@ -13,9 +13,11 @@ from, unless the first estimate lies within that tenth of a second of a whole ho
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
+from anarchon.schedule_types import register_schedule_type
 from anarchon.slots import Schedule, ms_to_datetime
 
 UTC = timezone.utc
@@ -73,4 +75,24 @@ class CelerySolarSchedule(Schedule):
         return f"CelerySolarSchedule({self.event!r}, {self.lat!r}, {self.lon!r})"
 
 
-__all__ = ["CelerySolarSchedule"]
+
+
+#: the schedule type dynamic entries store solar schedules as (data: event, lat, lon)
+SOLAR_TYPE = "celery.solar"
+
+
+def solar_data(schedule: Any) -> dict[str, Any]:
+    """A ``celery.schedules.solar`` as stored schedule data."""
+    return {"event": str(schedule.event), "lat": float(schedule.lat),
+            "lon": float(schedule.lon)}
+
+
+def solar_from_data(data: Mapping[str, Any]) -> CelerySolarSchedule:
+    """The slots of stored solar data (Celery checks the event and coordinates)."""
+    return CelerySolarSchedule(str(data["event"]), float(data["lat"]), float(data["lon"]))
+
+
+register_schedule_type(SOLAR_TYPE, solar_from_data)
+
+
+__all__ = ["SOLAR_TYPE", "CelerySolarSchedule", "solar_data", "solar_from_data"]

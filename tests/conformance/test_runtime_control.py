@@ -7,13 +7,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
-from anarchon import AsyncScheduler, JobNotFoundError, RunContext, Scheduler
+from anarchon import (
+    AsyncScheduler,
+    JobNotFoundError,
+    RunContext,
+    Scheduler,
+    register_schedule_type,
+)
 from anarchon.backends import Backend
+from anarchon.slots import Schedule
 from tests.support import EventLog, run, wait_until
 
 #: short leases, and a heartbeat long enough that an instance has not polled yet when
@@ -211,3 +218,71 @@ def test_the_blocking_scheduler_offers_the_same_calls(
         control.close()
     finally:
         worker.stop()
+
+
+class _EveryTwoSeconds(Schedule):
+    """A schedule type of the test: every ``seconds`` on the UTC grid."""
+
+    kind = "custom"
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+
+    def next_after(self, after_ms: int) -> int | None:
+        step = self.seconds * 1000
+        return (after_ms // step + 1) * step
+
+    def describe(self) -> str:
+        return f"every {self.seconds}s (test type)"
+
+
+def _two_seconds(data: Mapping[str, Any]) -> Schedule:
+    seconds = data["seconds"]
+    if not isinstance(seconds, int) or seconds <= 0:
+        raise ValueError(f"seconds must be a positive int, got {seconds!r}")
+    return _EveryTwoSeconds(seconds)
+
+
+register_schedule_type("tests.grid", _two_seconds)
+
+
+def test_a_custom_schedule_type_is_stored_as_data_and_runs_once_per_slot(
+        make_backend: Callable[[], Backend]) -> None:
+    """``add_job(custom=)``: the type's data is stored, every instance builds the same
+    schedule from it, each slot runs once; a type nobody registered and data its factory
+    refuses are refused before anything is stored."""
+    runs: list[tuple[str, int]] = []
+
+    async def scenario() -> None:
+        workers = [AsyncScheduler(make_backend(), instance_id=f"c{n}", **QUICK)
+                   for n in range(2)]
+        for w in workers:
+            w.handler("tick", lambda ctx, w=w: runs.append((w.instance_id, ctx.slot)))
+            await w.start()
+        control = AsyncScheduler(make_backend())
+        with pytest.raises(ValueError, match=r"'tests\.nowhere' is not registered"):
+            await control.add_job("grid", handler="tick",
+                                  custom={"type": "tests.nowhere", "data": {}})
+        with pytest.raises(ValueError, match="seconds must be a positive int"):
+            await control.add_job("grid", handler="tick",
+                                  custom={"type": "tests.grid", "data": {"seconds": 0}})
+        with pytest.raises(TypeError, match="exactly one of"):
+            await control.add_job("grid", handler="tick", every="1s",
+                                  custom={"type": "tests.grid", "data": {"seconds": 1}})
+        assert await control.changes("grid") == [], "nothing was stored"
+        await control.add_job("grid", handler="tick",
+                              custom={"type": "tests.grid", "data": {"seconds": 1}})
+        await wait_until(lambda: len(runs) >= 3, 8, "three runs of the custom schedule")
+        info = {j.name: j for j in await control.jobs()}["grid"]
+        assert info.kind == "custom" and "tests.grid" in info.schedule
+        await control.reschedule("grid", custom={"type": "tests.grid", "data": {"seconds": 2}})
+        moved = len(runs)
+        await wait_until(lambda: len(runs) >= moved + 2, 8, "two runs on the new grid")
+        for w in workers:
+            await w.stop()
+        await control.stop()
+        slots = [slot for _, slot in runs]
+        assert len(slots) == len(set(slots)), "a slot of the custom schedule ran twice"
+        assert all(slot % 2000 == 0 for slot in slots[moved + 1:]), slots
+
+    run(scenario())

@@ -94,10 +94,44 @@ def test_all_lists_code_entries_read_only(app: Celery) -> None:
         code.delete()
 
 
+class _OwnSchedule(schedule):
+    """A custom Celery schedule: its own is_due decides."""
+
+    def is_due(self, last_run_at: datetime) -> Any:
+        return super().is_due(last_run_at)
+
+
+def test_solar_and_day_rule_crontab_entries_keep_celerys_slots(app: Celery) -> None:
+    """A solar entry and a crontab restricting both day fields are stored as this
+    package's schedule types: they read back as given, and the store's next run is the
+    one Celery's own schedule gives (the day rule ANDs the days, as Celery does)."""
+    from anarchon_celery.crontab import celery_next_run
+
+    sunset = solar("sunset", 52.5, 13.4)
+    both = crontab(minute="0", hour="8", day_of_month="1", day_of_week="mon", app=app)
+    Entry(app, "lights", "t", sunset).save()
+    Entry(app, "first-monday", "t", both).save()
+    stored = {e.name: e for e in Entry.all(app) if not e.read_only}
+    assert stored["lights"].schedule == sunset
+    assert stored["first-monday"].schedule == both
+    with core_for(app) as core:
+        now = datetime.now(timezone.utc)
+        infos = {info.name: info for info in core.jobs()}
+    assert infos["lights"].kind == infos["first-monday"].kind == "custom"
+    pinned = solar("sunset", 52.5, 13.4, nowfun=lambda: now)
+    expected = {"lights": now + pinned.remaining_estimate(now),
+                "first-monday": celery_next_run(both, now)}
+    for name, when in expected.items():
+        got = infos[name].next_run
+        assert got is not None and abs((got - when).total_seconds()) <= 1.0, (name, got)
+    first = expected["first-monday"]
+    local = first.astimezone(app.timezone)
+    assert (local.day, local.weekday()) == (1, 0), "the 1st AND a Monday: Celery's rule"
+
+
 @pytest.mark.parametrize(("schedule_", "message"), [
-    (solar("sunset", 52.5, 13.4), "solar schedules cannot be stored"),
     (schedule(timedelta(seconds=5), relative=True), "relative=True intervals cannot be stored"),
-    (crontab(day_of_month="1", day_of_week="mon"), "restricts both day_of_month and"),
+    (_OwnSchedule(timedelta(seconds=5)), "its own is_due decides"),
     (0, "interval must be a positive"),
     ("5 minutes", "a str schedule cannot be stored"),
 ])

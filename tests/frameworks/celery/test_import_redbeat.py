@@ -113,20 +113,19 @@ def test_import_redbeat_dry_run_apply_idempotent(prefix: str) -> None:
     assert _actions(dry) == {
         "code": "refused", "dated-arg": "refused", "interval": "add", "nightly": "add",
         "off": "add", "relative": "add", "rrule": "refused", "static": "refused",
-        "weekday-first": "refused"}
+        "weekday-first": "add"}
     assert "last run 2026-12-01T10:00:30+00:00" in dry
     assert "relative=True dropped" in dry
     assert "rrule" in dry and "no every/cron/at equivalent" in dry
-    assert "restricts both day_of_month and day_of_week" in dry
     assert "must be JSON to be stored" in dry
     assert "static entry" in dry and "beat_schedule defines this name" in dry
     assert "nothing written" in dry
     assert [e.name for e in Entry.all(app)] == ["code"], "a dry run writes nothing"
 
     applied = _run(app, prefix, write=True)
-    assert "applied: 4 add, 0 update, 0 same, 5 refused" in applied
+    assert "applied: 5 add, 0 update, 0 same, 4 refused" in applied
     stored = {e.name: e for e in Entry.all(app) if not e.read_only}
-    assert sorted(stored) == ["interval", "nightly", "off", "relative"]
+    assert sorted(stored) == ["interval", "nightly", "off", "relative", "weekday-first"]
     interval = stored["interval"]
     assert (interval.task, interval.schedule, interval.args, interval.kwargs) == (
         "proj.work", timedelta(seconds=30), [1, "x"], {"full": True})
@@ -134,9 +133,11 @@ def test_import_redbeat_dry_run_apply_idempotent(prefix: str) -> None:
     assert stored["nightly"].schedule == crontab(minute=0, hour=3)
     assert stored["nightly"].options == {"expires": 600}
     assert not stored["off"].enabled and stored["relative"].schedule == timedelta(minutes=1)
+    assert stored["weekday-first"].schedule == crontab(minute=0, hour=8, day_of_month=1,
+                                                       day_of_week="mon")
 
     again = _run(app, prefix, write=True)
-    assert "applied: 0 add, 0 update, 4 same, 5 refused" in again
+    assert "applied: 0 add, 0 update, 5 same, 4 refused" in again
     versions = {e.name: e.version for e in Entry.all(app) if not e.read_only}
     assert set(versions.values()) == {1}, "applying twice changed nothing"
 
@@ -168,10 +169,10 @@ def test_command_line(prefix: str, tmp_path: Path) -> None:
     dry = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True,
                          timeout=60)
     assert dry.returncode == 0, dry.stderr
-    assert "dry run (5 add, 0 update, 0 same, 4 refused)" in dry.stdout
+    assert "dry run (6 add, 0 update, 0 same, 3 refused)" in dry.stdout
     done = subprocess.run([*command, "--apply"], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
-    assert "applied: 5 add" in done.stdout, done.stdout + done.stderr
+    assert "applied: 6 add" in done.stdout, done.stdout + done.stderr
     bad = subprocess.run([*command[:5], "no.such.module"], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no.such.module" in bad.stderr

@@ -9,14 +9,17 @@ import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from celery import Celery
-from celery.schedules import crontab
+from celery.schedules import crontab, solar
 from django.core.management import CommandError, call_command
 
 from anarchon_celery import Entry
+from anarchon_celery.crontab import celery_next_run
+from anarchon_celery.entries import core_for
 from tests.stores.sqlite import STORE
 
 pytest.importorskip("django_celery_beat")
@@ -96,17 +99,16 @@ def test_dry_run_apply_idempotent_disable_source() -> None:
         handle.write("import-celery-beat dry run:\n" + dry + "\n")
     actions = _actions(dry)
     assert actions == {
-        "berlin": "add", "both-days": "refused", "clocked": "add", "clocked-past": "refused",
+        "berlin": "add", "both-days": "add", "clocked": "add", "clocked-past": "refused",
         "code": "refused", "expired": "refused", "interval": "add", "later": "refused",
-        "off": "add", "one-off": "add", "sunset": "refused"}
-    for reason in ("restricts both day_of_month and day_of_week", "has passed",
-                   "beat_schedule defines this name", "expired at", "is in the future",
-                   "solar sunset"):
+        "off": "add", "one-off": "add", "sunset": "add"}
+    for reason in ("has passed", "beat_schedule defines this name", "expired at",
+                   "is in the future"):
         assert reason in dry
     assert [e.name for e in Entry.all(APP)] == ["code"], "a dry run writes nothing"
 
     applied = _command("--apply")
-    assert "applied: 5 add, 0 update, 0 same, 6 refused" in applied
+    assert "applied: 7 add, 0 update, 0 same, 4 refused" in applied
     stored = {e.name: e for e in Entry.all(APP) if not e.read_only}
     interval = stored["interval"]
     assert (interval.task, interval.schedule, interval.args, interval.kwargs) == (
@@ -121,14 +123,34 @@ def test_dry_run_apply_idempotent_disable_source() -> None:
     assert isinstance(stored["clocked"].schedule, datetime)
     assert isinstance(stored["one-off"].schedule, datetime)
     assert not stored["off"].enabled
+    assert stored["both-days"].schedule == crontab(minute="0", hour="0", day_of_month="1",
+                                                   day_of_week="1")
+    assert stored["sunset"].schedule == solar("sunset", 52.5, 13.4)
+    _next_runs_match_the_source(PeriodicTask.objects.get(name="both-days").schedule,
+                                PeriodicTask.objects.get(name="sunset").schedule)
 
     again = _command("--apply", "--disable-source")
-    assert "applied: 0 add, 0 update, 5 same, 6 refused" in again
-    assert "disabled 4 django-celery-beat task(s)" in again  # "off" was disabled already
+    assert "applied: 0 add, 0 update, 7 same, 4 refused" in again
+    assert "disabled 6 django-celery-beat task(s)" in again  # "off" was disabled already
     assert {t.name for t in PeriodicTask.objects.filter(enabled=True)} == {
-        "both-days", "clocked-past", "code", "expired", "later", "sunset"}
+        "clocked-past", "code", "expired", "later"}
     assert {e.name: e.version for e in Entry.all(APP) if not e.read_only} == {
         name: 1 for name in stored}, "applying twice changed nothing"
+
+
+def _next_runs_match_the_source(both_days: Any, sunset: Any) -> None:
+    """The imported entries' next runs are those Celery's own schedules of the source rows
+    give from now: Celery's day rule (both day fields must match), Celery's solar code."""
+    with core_for(APP) as core:
+        now = datetime.now(UTC)
+        runs = {info.name: info.next_run for info in core.jobs()}
+    pinned = solar(sunset.event, sunset.lat, sunset.lon, nowfun=lambda: now)
+    expected = {"both-days": celery_next_run(both_days, now),
+                "sunset": now + pinned.remaining_estimate(now)}
+    for name, when in expected.items():
+        got = runs[name]
+        assert got is not None, name
+        assert abs((got - when).total_seconds()) <= 1.0, (name, got, when)
 
 
 def test_disable_source_needs_apply() -> None:
