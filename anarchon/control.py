@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from .durations import parse_duration
-from .schedule_types import check_custom
+from .schedule_types import build_custom, check_custom
 from .slots import ms_to_datetime
 
 Source = Literal["code", "override", "dynamic"]
@@ -93,7 +93,11 @@ class ScheduleSpec:
         if self.kind == "cron":
             return f"cron {self.when} ({self.timezone})"
         if self.kind == "custom":
-            return f"custom {self.when['type']} {json.dumps(self.when['data'], sort_keys=True)}"
+            try:  # the type's own words where this process registered it
+                return build_custom(self.when, "").describe()
+            except (TypeError, ValueError):
+                data = json.dumps(self.when["data"], sort_keys=True)
+                return f"custom {self.when['type']} {data}"
         return f"at {self.when}"
 
     def to_json(self) -> dict[str, Any]:

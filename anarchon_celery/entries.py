@@ -67,8 +67,10 @@ class Entry:
     ``schedule``: seconds or a ``timedelta`` (every, on the UTC grid), a ``crontab`` (in
     ``options["anarchon"]["timezone"]``, else ``anarchon_scheduler["timezone"]``, else
     the app's timezone), or a ``datetime`` (once;
-    a naive one is read in that timezone). ``solar`` and custom schedules are refused
-    (dynamic jobs keep every/cron/at only: put those in ``beat_schedule``). ``args``,
+    a naive one is read in that timezone). A ``solar``, and a ``crontab`` restricting both
+    day fields, keep Celery's rules (stored as the ``celery.solar``/``celery.crontab``
+    schedule types); other custom schedules and ``relative=True`` are refused (put those
+    in ``beat_schedule``). ``args``,
     ``kwargs`` and ``options`` (``queue``, ``routing_key``, ``priority``, ``expires``,
     ``headers`` …; job options under ``options["anarchon"]``) must serialise with the
     app's ``task_serializer`` and as JSON: they are stored, so never put secrets there.

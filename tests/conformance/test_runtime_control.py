@@ -274,7 +274,7 @@ def test_a_custom_schedule_type_is_stored_as_data_and_runs_once_per_slot(
                               custom={"type": "tests.grid", "data": {"seconds": 1}})
         await wait_until(lambda: len(runs) >= 3, 8, "three runs of the custom schedule")
         info = {j.name: j for j in await control.jobs()}["grid"]
-        assert info.kind == "custom" and "tests.grid" in info.schedule
+        assert (info.kind, info.schedule) == ("custom", "every 1s (test type)")
         await control.reschedule("grid", custom={"type": "tests.grid", "data": {"seconds": 2}})
         moved = len(runs)
         await wait_until(lambda: len(runs) >= moved + 2, 8, "two runs on the new grid")
