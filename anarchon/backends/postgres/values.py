@@ -46,7 +46,8 @@ class PostgresValues:
             await self._fetch("create values table", self._values_query(_CREATE))
         except Exception as exc:
             # two instances creating it at once: one of them meets the other's row type
-            if not isinstance(exc.__cause__, errors.UniqueViolation):
+            # (unique violation) or, past IF NOT EXISTS's check, the table itself
+            if not isinstance(exc.__cause__, (errors.UniqueViolation, errors.DuplicateTable)):
                 raise
         self._values_ready = True
 
