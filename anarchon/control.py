@@ -95,9 +95,8 @@ class ScheduleSpec:
         if self.kind == "custom":
             try:  # the type's own words where this process registered it
                 return build_custom(self.when, "").describe()
-            except (TypeError, ValueError):
-                data = json.dumps(self.when["data"], sort_keys=True)
-                return f"custom {self.when['type']} {data}"
+            except (TypeError, ValueError):  # unregistered here, or a malformed record
+                return f"custom {json.dumps(self.when, sort_keys=True, default=repr)}"
         return f"at {self.when}"
 
     def to_json(self) -> dict[str, Any]:
