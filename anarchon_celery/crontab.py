@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 from croniter import croniter
 
 from anarchon.schedule_types import register_schedule_type
-from anarchon.slots import Schedule, datetime_to_ms, ms_to_datetime
+from anarchon.slots import Schedule, datetime_to_ms, load_timezone, ms_to_datetime
 
 UTC = timezone.utc
 _FIELDS = (  # attribute, original attribute, lowest, highest
@@ -135,8 +135,6 @@ def crontab_data(schedule: Any, tz: ZoneInfo) -> dict[str, Any]:
 
 def crontab_from_data(data: Mapping[str, Any]) -> CeleryCrontabSchedule:
     """The slots of stored crontab data, with Celery's rules."""
-    from anarchon.slots import load_timezone
-
     return CeleryCrontabSchedule(str(data["expr"]), load_timezone(str(data["timezone"])),
                                  str(data.get("original") or data["expr"]))
 
