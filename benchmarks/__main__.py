@@ -63,6 +63,8 @@ class Plan:
     peers_parallel: bool = False  # all peers at once (shorter; CPU numbers then shared)
     #: more scale rows on one store each: (store, jobs, interval s, seconds)
     scale_extra: tuple[tuple[str, int, float, float], ...] = ()
+    #: the Django store's databases that get every ``scale`` row too
+    scale_django: tuple[str, ...] = ()
     #: the many-jobs idle point: (jobs, cron, seconds) on ``idle_large_stores``
     idle_large: tuple[int, str, float] | None = None
     idle_large_stores: tuple[str, ...] = ()
@@ -87,7 +89,7 @@ SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 10
 FULL = Plan(claim_rounds=300, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
             heartbeat_window=5.0, heartbeat_stores=servers.LEASE_STORES,
             scale=((200, 1.0, 30.0), (1000, 1.0, 60.0), (10000, 10.0, 60.0)),
-            scale_stores=servers.LEASE_STORES,
+            scale_stores=servers.LEASE_STORES, scale_django=django_stores.STORES,
             idle_jobs=1000,
             idle_seconds=60.0,
             handover=((2.0, 0.25, {"graceful": 20, "kill": 20}),
@@ -228,19 +230,28 @@ class Runner:
             asyncio.run(_cleanup(store, self.urls.get(store), namespace, ["bench"]))
         return rows + self.django_claims()
 
-    def django_claims(self) -> list[dict[str, Any]]:
-        """The ORM store on each database (benchmarks.django_stores), when Django is here."""
-        rows = []
+    def django_stores(self, wanted: tuple[str, ...] = django_stores.STORES
+                      ) -> tuple[list[str], list[dict[str, Any]]]:
+        """The Django stores of ``wanted`` that can be measured here, and a skipped row
+        for each of the others (their servers' URLs are passed on to django_stores)."""
         for kind, url in (("postgres", self.urls.get("postgres")),
                           ("mariadb", servers.mariadb_url())):
             if url and not os.environ.get(django_stores.VARIABLES[kind]):
                 os.environ[django_stores.VARIABLES[kind]] = url
-        for store in (s for s in django_stores.STORES if s in self.stores):
+        ready, skipped = [], []
+        for store in (s for s in wanted if s in self.stores):
+            reason = django_stores.unavailable(store.split("-", 1)[1])
+            if reason is None:
+                ready.append(store)
+            else:
+                skipped.append({"backend": store, "error": f"skipped: {reason}"[:500]})
+        return ready, skipped
+
+    def django_claims(self) -> list[dict[str, Any]]:
+        """The ORM store on each database (benchmarks.django_stores), when Django is here."""
+        ready, rows = self.django_stores()
+        for store in ready:
             kind = store.split("-", 1)[1]
-            reason = django_stores.unavailable(kind)
-            if reason is not None:
-                rows.append({"backend": store, "error": f"skipped: {reason}"[:500]})
-                continue
             url = django_stores.prepare(kind, f"cl{uuid.uuid4().hex[:10]}")
             for n in self.plan.claim_instances:
                 rows += self.attempt(store, partial(claims.measure, url, n,
@@ -263,14 +274,16 @@ class Runner:
         rows = self.unavailable(wanted)
         todo = [(store, *row) for store in self.available(wanted) for row in self.plan.scale]
         todo += [row for row in self.plan.scale_extra if self.available((row[0],))]
+        ready, skipped = self.django_stores(self.plan.scale_django)
+        rows += skipped
+        todo += [(store, *row) for store in ready for row in self.plan.scale]
         for store, jobs, interval, seconds in todo:
             if self.scale_seconds is not None:  # shorter windows, still whole intervals
                 seconds = max(interval, min(seconds, self.scale_seconds // interval * interval))
             rows += self.attempt(store, partial(scale.scale, store, self.urls.get(store),
                                                 self.workdir, jobs, seconds, interval))
-        if self.plan is FULL:
-            rows += [{"backend": store, "error": f"skipped: {why}"}
-                     for store, why in servers.PENDING_LEASE_STORES.items()]
+        if ready:
+            django_stores.drop_all()
         return rows
 
     def idle(self) -> list[dict[str, Any]]:

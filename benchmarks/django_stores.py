@@ -7,7 +7,8 @@ adds a database alias for one namespace — a SQLite file, a PostgreSQL schema (
 server of ``ANARCHON_MARIADB_URL`` (both set by ``scripts/servers.py``) — runs
 ``migrate anarchon_django`` there and returns the ``django://ALIAS`` URL that
 :func:`anarchon.from_url` understands. Processes forked afterwards inherit the
-configuration. :func:`drop_all` removes the schemas and databases.
+configuration; spawned ones call :func:`use` with :func:`aliases_of` the URL.
+:func:`drop_all` removes the schemas and databases.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ VARIABLES = {"postgres": "ANARCHON_POSTGRES_URL", "mariadb": "ANARCHON_MARIADB_U
 _lock = threading.Lock()
 _drops: list[Callable[[], None]] = []
 _dir: list[str] = []
+_configs: dict[str, dict[str, Any]] = {}  # alias -> its DATABASES entry, as given
 
 
 def configure() -> None:
@@ -87,6 +89,21 @@ def _add_alias(alias: str, config: dict[str, Any]) -> None:
 
     both = {"default": connections.settings["default"], alias: config}
     connections.settings[alias] = connections.configure_settings(both)[alias]
+    _configs[alias] = config
+
+
+def aliases_of(url: str) -> dict[str, dict[str, Any]]:
+    """The database alias behind a ``django://ALIAS`` URL made by :func:`prepare`, with
+    its settings (JSON-able), for :func:`use` in another process."""
+    alias = urlsplit(url).netloc
+    return {alias: _configs[alias]}
+
+
+def use(aliases: dict[str, dict[str, Any]]) -> None:
+    """Configure Django in this (spawned) process with aliases :func:`prepare` made."""
+    configure()
+    for alias, config in aliases.items():
+        _add_alias(alias, config)
 
 
 def prepare(kind: str, namespace: str) -> str:

@@ -89,6 +89,10 @@ async def load(config: dict[str, Any]) -> None:
     setattr(anarchon.planning, "random", _RecordingRandom())  # noqa: B010 - no such attribute to mypy
     setattr(anarchon.engine, "claim_delay_ms",  # noqa: B010 - not exported to mypy
             _recording_delay(anarchon.planning.claim_delay_ms))
+    if config.get("django"):
+        from . import django_stores
+
+        django_stores.use(config["django"])
     counted = counted_backend(config["store"], config["url"])
     scheduler = AsyncScheduler(counted.backend, instance_id=config["instance"],
                                **config.get("options", {}))

@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from . import django_stores
 from .cleanup import cleanup
 from .common import summary_ms
 from .instrumented import commandstats, commandstats_total
@@ -32,7 +33,12 @@ def _run(store: str, base: str | None, workdir: Path, *, jobs: int, kind: str, w
          job_options: dict[str, Any], grace: float) -> tuple[list[dict[str, Any]], float,
                                                               int | None]:
     namespace = f"sc{uuid.uuid4().hex[:8]}"
-    url = backend_url(store, base, namespace, workdir)
+    django: dict[str, Any] = {}
+    if store in django_stores.STORES:  # the database alias travels to the members
+        url = django_stores.prepare(store.split("-", 1)[1], namespace)
+        django = django_stores.aliases_of(url)
+    else:
+        url = backend_url(store, base, namespace, workdir)
     logs = [workdir / f"{namespace}-{i}.err" for i in range(instances)]
     results = [workdir / f"{namespace}-{i}.json" for i in range(instances)]
     procs = []
@@ -43,7 +49,7 @@ def _run(store: str, base: str | None, workdir: Path, *, jobs: int, kind: str, w
             procs.append(spawn({
                 "mode": "load", "store": store, "url": url, "instance": f"i{i}", "jobs": jobs,
                 "kind": kind, "when": when, "options": options, "job_options": job_options,
-                "result": str(results[i]), "grace": grace}, logs[i]))
+                "result": str(results[i]), "grace": grace, "django": django}, logs[i]))
         wait_ready(procs, 60 + jobs / 100, logs)
         t0 = math.ceil(time.time()) + 1.0
         for proc in procs:
@@ -64,7 +70,10 @@ def _run(store: str, base: str | None, workdir: Path, *, jobs: int, kind: str, w
             slow_stop = True  # results are in; an overloaded member was slow to stop
     finally:
         stop_all(procs)
-        asyncio.run(cleanup(store, base, namespace, [f"job-{i}" for i in range(jobs)]))
+        if django:
+            django_stores.drop(store.split("-", 1)[1], {namespace})
+        else:
+            asyncio.run(cleanup(store, base, namespace, [f"job-{i}" for i in range(jobs)]))
     server_ops = commandstats_total(stats_before, stats_after)
     members = [json.loads(p.read_text()) for p in results]
     for member in members:

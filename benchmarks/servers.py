@@ -24,15 +24,6 @@ ENV_NAMES = {name: f"ANARCHON_{name.upper()}_URL" for name in SERVERS}
 #: every backend the benchmarks know, in table order (sqlite needs no server)
 STORES = ("sqlite", "redis", "valkey", "postgres", "rabbitmq", "nats")
 LEASE_STORES = ("sqlite", "redis", "valkey", "postgres")
-#: lease stores the scale section should cover once they exist, with why they are not
-#: measured yet. The hook for the Django store: give ``backend_url`` its URLs (one per
-#: database: PostgreSQL, MariaDB, SQLite), add the names to ``LEASE_STORES`` and
-#: ``STORES``, and remove them here.
-PENDING_LEASE_STORES: dict[str, str] = {
-    "django": "the Django store's claim latency is measured (--only claims, django-* rows); "
-              "the scale section needs worker processes that configure Django "
-              "(benchmarks/django_stores.py) and is not wired yet",
-}
 
 
 def _read_env_file(path: Path) -> dict[str, str]:

@@ -38,6 +38,7 @@ from anarchon.backends.base import (
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
+from .claim_rounds import judge_batch
 from .control import ControlOperations
 from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 from .worker import database_ms
@@ -113,7 +114,9 @@ class Store(ControlOperations):
         """Judge every request as [`claim`][anarchon_django.store.operations.Store.claim]
         would, in list order, in one transaction at one store time. The batch's job rows
         are locked first, in name order, so two instances' batches never deadlock on
-        them (a lone claim locks one). The caller has validated the requests."""
+        them (a lone claim locks one); then, round by round, new slots of registered jobs
+        are judged together (``claim_rounds``), the rest one by one. The caller has
+        validated the requests."""
         if not requests:
             return []
         with transaction.atomic(using=self.alias):
@@ -124,8 +127,7 @@ class Store(ControlOperations):
                 .filter(name__in=names).order_by("name")}
             versions = self.control_versions(names)
             now = self.now()
-            return [self._judge(req, jobs.get(req.name), now, versions.get(req.name, 0))
-                    for req in requests]
+            return judge_batch(self, requests, jobs, versions, now)
 
     def _judge(self, req: ClaimRequest, job: StoreJob | None, now: int,
                version: int | None = None) -> ClaimResult:

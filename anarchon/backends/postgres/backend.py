@@ -5,7 +5,7 @@ sent as one pipeline. The advisory lock serialises claims of one job, so the cla
 statement (which starts after the lock is granted and so reads a fresh READ COMMITTED
 snapshot) sees every earlier claim of that job: overlap checks across slots cannot race.
 Heartbeat, release, finish and history pruning are one autocommit statement each.
-Requires PostgreSQL 9.5+ (see ``.queries``).
+Requires PostgreSQL 12+ (``plan_cache_mode``, see ``.claims``; ``.queries`` needs 9.5).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ takeovers, each over arrays (``unnest``); the new-slot statement holds the versi
 (a subselect of the job's control version, so no extra round trip); finishes need no
 lock. Deadlocks and
 serialisation failures roll the whole transaction back and it is sent again.
+
+Each transaction starts by asking for generic plans of its prepared statements (for
+that transaction only): PostgreSQL otherwise plans the claim statement anew on every
+call, which took more than half of a lone claim (1.1 ms planning, 0.6 ms executing).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, cast
 
 from psycopg import errors as pg_errors
+from psycopg import sql
 
 from ...errors import StoreError
 from ..base import ClaimOutcome, ClaimRequest, ClaimResult, Finish
@@ -22,6 +27,9 @@ from ..batches import rounds
 from .links import Query, Row, Statement
 
 _RETRIES: Final = 5
+#: for this transaction only (set_config's ``is_local``), so a user's pool is unchanged
+_GENERIC_PLANS: Final[Statement] = (
+    sql.SQL("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"), {})
 
 
 def _columns(items: Sequence[Any], positions: list[int],
@@ -65,9 +73,11 @@ class Statements:
         self._finish = finish
 
     def claims(self, requests: Sequence[ClaimRequest]) -> list[Statement]:
-        """The lock, then per round the new-slot and the takeover statement (if any)."""
+        """Generic plans, the lock, then per round the new-slot and the takeover statement
+        (if any)."""
         jobs = sorted({r.name for r in requests})
-        statements: list[Statement] = [(self._lock, {"table": self._table, "jobs": jobs})]
+        statements: list[Statement] = [_GENERIC_PLANS,
+                                       (self._lock, {"table": self._table, "jobs": jobs})]
         for positions in rounds(requests, lambda r: r.name):
             new = [p for p in positions if requests[p].reason != "takeover"]
             taken = [p for p in positions if requests[p].reason == "takeover"]
@@ -78,16 +88,16 @@ class Statements:
         return statements
 
     def finishes(self, finishes: Sequence[Finish]) -> list[Statement]:
-        """One finish statement per round."""
-        return [(self._finish, _columns(finishes, positions, _FINISH))
-                for positions in rounds(finishes, lambda f: f.name)]
+        """Generic plans, then one finish statement per round."""
+        return [_GENERIC_PLANS] + [(self._finish, _columns(finishes, positions, _FINISH))
+                                   for positions in rounds(finishes, lambda f: f.name)]
 
 
 def claim_answers(results: list[list[Row]], count: int) -> list[ClaimResult]:
     """The answers, in request order, from the rows ``(idx, outcome, attempt, now)`` of
-    every statement after the lock."""
+    every statement after the plan setting and the lock."""
     answers: list[ClaimResult | None] = [None] * count
-    for rows in results[1:]:
+    for rows in results[2:]:
         for idx, outcome, attempt, now_ms in rows:
             answers[idx] = ClaimResult(outcome=cast(ClaimOutcome, outcome),
                                        attempt=int(attempt), store_ms=int(now_ms))
@@ -95,9 +105,10 @@ def claim_answers(results: list[list[Row]], count: int) -> list[ClaimResult]:
 
 
 def finish_answers(results: list[list[Row]], count: int) -> list[bool]:
-    """The answers, in finish order, from the rows ``(idx, recorded)``."""
+    """The answers, in finish order, from the rows ``(idx, recorded)`` of every statement
+    after the plan setting."""
     answers: list[bool | None] = [None] * count
-    for rows in results:
+    for rows in results[1:]:
         for idx, recorded in rows:
             answers[idx] = bool(recorded)
     return _complete(answers)
