@@ -78,10 +78,20 @@ def _judge_open(store: Store, requests: Sequence[ClaimRequest], open_: list[int]
     running: dict[str, list[tuple[int, int, int]]] = {}
     fresh = [i for i in open_ if (requests[i].name, requests[i].slot) not in existing]
     if fresh:
-        for job, slot, attempt, lease_until in store._runs().select_for_update().filter(
+        # as a lone claim: read the running runs, lock only the expired ones (in job
+        # order, as finishes take them), so a claim batch never waits on live runs
+        for job, slot, attempt, lease_until in store._runs().filter(
                 job__in=[requests[i].name for i in fresh], state="running").values_list(
                 "job", "slot", "attempt", "lease_until"):
             running.setdefault(job, []).append((slot, attempt, lease_until))
+        expired = [(job, slot) for job, runs_ in running.items()
+                   for slot, _, until in runs_ if until <= now]
+        if expired:
+            locked = set(store._runs().select_for_update().filter(
+                job__in=[job for job, _ in expired], state="running",
+                lease_until__lte=now).order_by("job", "slot").values_list("job", "slot"))
+            running = {job: [run for run in runs_ if run[2] > now or (job, run[0]) in locked]
+                       for job, runs_ in running.items()}
     runs: list[StoreRun] = []
     attempts: list[StoreAttempt] = []
     for i in open_:

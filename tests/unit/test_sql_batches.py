@@ -29,14 +29,16 @@ def test_a_planner_step_is_the_lock_and_one_statement() -> None:
     statements = Statements(table="t", lock=sql.SQL("lock"), new=sql.SQL("new"),
                             takeover=sql.SQL("takeover"), finish=sql.SQL("finish"))
     batch = [req(f"job-{i}") for i in range(500)]
-    [lock, new] = statements.claims(batch)
+    [plans, lock, new] = statements.claims(batch)
+    # each transaction first asks for generic plans (no re-planning per batch size)
+    assert "plan_cache_mode" in plans[0].as_string(None)
     assert new[0] == sql.SQL("new") and new[1]["idx"] == list(range(500))
     assert lock[1]["jobs"] == sorted({r.name for r in batch})
     # the version fence travels in the same statement (no extra round trip)
-    assert statements.claims([req("v", version=3)])[1][1]["versions"] == [3]
+    assert statements.claims([req("v", version=3)])[2][1]["versions"] == [3]
     # a takeover and a second request for one job go in their own statements, in order
     mixed = statements.claims([req("a"), req("b", "takeover"), req("a")])
-    assert [(q, p["idx"]) for q, p in mixed[1:]] == [
+    assert [(q, p["idx"]) for q, p in mixed[2:]] == [
         (sql.SQL("new"), [0]), (sql.SQL("takeover"), [1]), (sql.SQL("new"), [2])]
 
 
