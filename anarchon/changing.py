@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .backends.base import Backend
+from .backends.base import Backend, JobSpec
 from .backends.control import ControlChange, ControlSnapshot
+from .backends.frameworks import handler_framework
 from .control import (
     Action,
     Change,
@@ -268,7 +269,7 @@ class RuntimeControl:
         return JobInfo(job.name, job.schedule.kind, job.schedule.describe(),
                        None if paused else self.next_run(job.name), dict(job.explicit),
                        self._controls.host._claiming.backlog.skipped(job.name),
-                       paused=paused)
+                       paused=paused, framework=job.framework)
 
     async def jobs(self) -> list[JobInfo]:
         """Jobs registered here, jobs other instances registered in the store, and
@@ -282,8 +283,14 @@ class RuntimeControl:
             infos[job.name] = self._info(job)
         for spec in await self.backend.known_jobs():
             if spec.name not in infos:
-                infos[spec.name] = JobInfo(spec.name, spec.kind, spec.schedule, None, {})
+                infos[spec.name] = registered_info(spec)
         return describe_jobs(infos, snapshot, self.options)
+
+
+def registered_info(spec: JobSpec) -> JobInfo:
+    """The description of a job only the store knows of (registered by another
+    instance)."""
+    return JobInfo(spec.name, spec.kind, spec.schedule, None, {}, framework=spec.framework)
 
 
 def describe_jobs(infos: dict[str, JobInfo], snapshot: ControlSnapshot,
@@ -318,6 +325,8 @@ def _controlled(name: str, info: JobInfo | None, control: Control, version: int,
     dynamic = control.dynamic
     runnable = () if dynamic is None else tuple(sorted(
         instance for instance, names in snapshot.offers.items() if dynamic.handler in names))
+    framework = (handler_framework(dynamic.handler) if dynamic is not None
+                 else info.framework if info is not None else None)
     return JobInfo(
         name, kind, schedule, None if control.paused else next_run,
         dict(dynamic.options) if dynamic is not None else
@@ -325,7 +334,8 @@ def _controlled(name: str, info: JobInfo | None, control: Control, version: int,
         dict(info.skipped) if info is not None else {},
         paused=control.paused, source=control.source, version=version,
         handler=None if dynamic is None else dynamic.handler,
-        params=None if dynamic is None else dynamic.params, runnable_by=runnable)
+        params=None if dynamic is None else dynamic.params, runnable_by=runnable,
+        framework=framework)
 
 
 def _next_run(name: str, spec: ScheduleSpec, options: SchedulerOptions) -> datetime | None:
@@ -338,4 +348,4 @@ def _next_run(name: str, spec: ScheduleSpec, options: SchedulerOptions) -> datet
     return None if slot is None else ms_to_datetime(slot)
 
 
-__all__ = ["RuntimeControl", "describe_jobs"]
+__all__ = ["RuntimeControl", "describe_jobs", "registered_info"]

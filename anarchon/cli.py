@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .backends import Backend
+from .backends.frameworks import shown
 from .cli_control import COMMANDS as CONTROL_COMMANDS
 from .cli_control import add_parsers as add_control_parsers
 from .cli_control import check as check_control
@@ -126,12 +127,12 @@ def _print_jobs(args: argparse.Namespace, jobs: list[JobInfo],
     else:
         name_w = max(len("NAME"), *(len(job.name) for job in jobs))
         when_w = max(len("SCHEDULE"), *(len(job.schedule) for job in jobs))
-        print(f"{'NAME':{name_w}}  {'SCHEDULE':{when_w}}  {'SOURCE':8}  "
+        print(f"{'NAME':{name_w}}  {'SCHEDULE':{when_w}}  {'SOURCE':8}  {'FRAMEWORK':9}  "
               f"{'NEXT RUN (UTC)':19}  STATE")
         for job in jobs:
             next_run = "-" if job.next_run is None else f"{job.next_run:%Y-%m-%d %H:%M:%S}"
             print(f"{job.name:{name_w}}  {job.schedule:{when_w}}  {job.source:8}  "
-                  f"{next_run:19}  {_state(job)}".rstrip())
+                  f"{shown(job.framework):9}  {next_run:19}  {_state(job)}".rstrip())
     if offers:
         print("\nhandlers offered (instance: handler names):")
         for instance, names in sorted(offers.items()):

@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .backends.control import ControlRecord, ControlSnapshot
+from .backends.frameworks import handler_framework
 from .control import Control
 from .jobs import Handler, Job, resolve_job
 
@@ -172,7 +173,8 @@ class Controls:
             self._warn(name, "dynamic", "dynamic job %r cannot be scheduled here: %s",
                        name, exc)
             return None
-        return dataclasses.replace(job, handler=handler, params=dynamic.params)
+        return dataclasses.replace(job, handler=handler, params=dynamic.params,
+                                   framework=handler_framework(dynamic.handler))
 
     def claim_version(self, name: str, planned: int) -> int:
         """The version to claim a slot of job ``name`` planned from version ``planned``

@@ -273,7 +273,7 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
 
     @staticmethod
     def _spec(job: Job) -> JobSpec:
-        return JobSpec(job.name, job.schedule.kind, job.schedule.describe())
+        return JobSpec(job.name, job.schedule.kind, job.schedule.describe(), job.framework)
 
     # -- planning ------------------------------------------------------------------------
 

@@ -64,3 +64,9 @@ class JobInfo:
     params: Any = None
     #: the instances that offer the dynamic job's handler (can run it)
     runnable_by: tuple[str, ...] = ()
+    #: the framework layer that declared the job: ``"celery"`` (a beat entry, or a
+    #: dynamic job of handler ``celery:publish``), ``"dramatiq"`` (a marked actor, or a
+    #: dynamic job of a ``dramatiq:<actor>`` handler); ``None`` for a plain job (also one
+    #: registered by a version that did not record it). See
+    #: ``anarchon.backends.frameworks``.
+    framework: str | None = None

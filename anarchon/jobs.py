@@ -105,6 +105,9 @@ class Job:
     explicit: Mapping[str, Any]
     #: a dynamic job's stored ``params`` (``ctx.params``); ``None`` for code jobs
     params: Any = None
+    #: the framework layer that declared it (``anarchon.backends.frameworks``); ``None``:
+    #: a plain job
+    framework: str | None = None
 
     @property
     def is_async(self) -> bool:

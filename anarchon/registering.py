@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar, overload
 
 from .backends.base import Backend
+from .backends.frameworks import check_framework
 from .errors import JobNotFoundError
 from .jobs import Handler, Job, applies, resolve_job, resolve_scheduler_options
 from .named import registry_target
@@ -228,17 +229,23 @@ class JobRegistry:
                            backend=self.backend)
 
     def declare_job(self, kind: str, name: str, when: Any, handler: Handler,
-                    options: Mapping[str, Any]) -> None:
+                    options: Mapping[str, Any], *, framework: str | None = None) -> None:
         """Check and add one job: the protocol every registration path ends in
-        (chainable calls, decorators, class-body marks, ``register(obj)``, frameworks)."""
+        (chainable calls, decorators, class-body marks, ``register(obj)``, frameworks).
+
+        ``framework``: the layer declaring it (``"celery"``, ``"dramatiq"``), kept with
+        its registration in the store and shown as
+        [`JobInfo.framework`][anarchon.history.JobInfo]; ``None`` for a plain job.
+        """
         check_job_name(name)
+        check_framework(framework)
         if name in self._jobs:
             raise ValueError(f"job {name!r} is already registered on this scheduler; job "
                              "names must be unique (use prefix= for per-object jobs)")
         if not callable(handler):
             raise TypeError(f"job {name!r}: handler must be callable, got {handler!r}")
         job = self._check(kind, name, when, options)
-        job = dataclasses.replace(job, handler=handler)
+        job = dataclasses.replace(job, handler=handler, framework=framework)
         self._jobs[name] = job
         self._job_added(job)
 

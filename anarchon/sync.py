@@ -107,9 +107,10 @@ class Scheduler:
         return self.core.register(obj, prefix=prefix, defaults=defaults)
 
     def declare_job(self, kind: str, name: str, when: Any, handler: Handler,
-                    options: dict[str, Any]) -> None:
-        """Check and add one job (see ``JobRegistry.declare_job()``)."""
-        self.core.declare_job(kind, name, when, handler, options)
+                    options: dict[str, Any], *, framework: str | None = None) -> None:
+        """Check and add one job (see ``JobRegistry.declare_job()``; ``framework``: the
+        layer declaring it, e.g. ``"celery"``)."""
+        self.core.declare_job(kind, name, when, handler, options, framework=framework)
 
     def remove(self, name: str) -> None:
         """Stop scheduling ``name`` here."""

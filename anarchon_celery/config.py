@@ -24,6 +24,8 @@ from anarchon import Backend, from_url, parse_duration
 from .broker import BrokerStoreError, broker_store_url
 
 DEFAULT_PREFIX = "anarchon:"
+#: what ``JobInfo.framework`` says of the jobs of beat entries (``anarchon list``, admin)
+FRAMEWORK = "celery"
 #: ``Settings.source`` of a store read from Django's ``ANARCHON`` setting
 DJANGO_SOURCE = "settings.ANARCHON"
 
@@ -178,4 +180,4 @@ def _sanitize(url: str) -> str:
     return str(maybe_sanitize_url(url))
 
 
-__all__ = ["ConfigurationError", "DEFAULT_PREFIX", "Settings", "resolve"]
+__all__ = ["ConfigurationError", "DEFAULT_PREFIX", "FRAMEWORK", "Settings", "resolve"]

@@ -22,6 +22,7 @@ from typing import Any
 
 from anarchon.backends.base import JobSpec
 
+from .config import FRAMEWORK
 from .loop import BackgroundLoop
 from .shared import Values
 
@@ -108,7 +109,7 @@ class DriftWatch(BackgroundLoop):
         specs = [JobSpec(name, self.kinds.get(name, "cron"),
                          self.describe.get(name, "?") + (
                              f" (DRIFT: live beats hold {len(drifting[name])} definitions)"
-                             if name in drifting else ""))
+                             if name in drifting else ""), FRAMEWORK)
                  for name in sorted(changed)]
         if specs:
             self.announce(specs)

@@ -18,7 +18,7 @@ from anarchon import Scheduler as CoreScheduler
 from anarchon import parse_duration
 from anarchon.backends.base import JobSpec
 
-from .config import Settings, resolve
+from .config import FRAMEWORK, Settings, resolve
 from .convert import JobPlan, app_timezone, convert_entry
 from .drift import DriftWatch
 from .dynamic import HANDLER, EntryPublisher
@@ -163,9 +163,11 @@ class Scheduler(beat.Scheduler):
             self._kinds[plan.name] = plan.kind
             try:
                 if plan.schedule is not None:
-                    core.schedule(plan.name, plan.schedule, publisher, **job_options)
+                    core.declare_job(plan.schedule.kind, plan.name, plan.schedule, publisher,
+                                     job_options, framework=FRAMEWORK)
                 else:
-                    core.declare_job(plan.kind, plan.name, plan.when, publisher, job_options)
+                    core.declare_job(plan.kind, plan.name, plan.when, publisher, job_options,
+                                     framework=FRAMEWORK)
             except (TypeError, ValueError) as exc:  # an option the core refuses
                 self.refused[plan.name] = str(exc)
         for name, reason in sorted(self.refused.items()):
@@ -199,9 +201,10 @@ class Scheduler(beat.Scheduler):
         core.start(wait=True)  # beat runs for ever: outlast a store that is down at start
         self._started = True
         shared = sorted(self._shared.entries) if self._shared is not None else []
-        core.announce([JobSpec(name, "refused", f"refused: {reason}")
+        core.announce([JobSpec(name, "refused", f"refused: {reason}", FRAMEWORK)
                        for name, reason in sorted(self.refused.items())]
-                      + [JobSpec(name, "shared", self._described[name]) for name in shared])
+                      + [JobSpec(name, "shared", self._described[name], FRAMEWORK)
+                         for name in shared])
         if self._shared is not None:
             self._shared.start()
         if core.backend.supports_values:

@@ -7,8 +7,9 @@ URLs (under the admin site, e.g. ``/admin/``):
   page ``p``. Needs ``anarchon_django.view_run``.
 * ``anarchon_django/run/detail/?job=…&slot=…&attempt=…&manual=0|1`` — one attempt with
   its error. Needs ``anarchon_django.view_run``.
-* ``anarchon_django/job/`` — jobs, next run, last outcome, runner, timeline. Needs
-  ``anarchon_django.view_job``.
+* ``anarchon_django/job/`` — jobs, the framework that declared each (``celery``,
+  ``dramatiq``, ``plain``), next run, last outcome, runner, timeline; GET filter
+  ``framework``. Needs ``anarchon_django.view_job``.
 * ``anarchon_django/job/run/`` — POST ``job``: request a manual run through the store.
   Needs ``anarchon_django.run_job``; CSRF-protected; never runs the job in the request.
 * ``anarchon_django/job/detail/``, ``job/pause/``, ``job/resume/`` — the job page and
@@ -34,6 +35,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from anarchon import RunRecord
+from anarchon.backends.frameworks import shown
 
 from . import controls, direct, history_page, job_pages, runtime, timeline
 from .dynamic_admin import DynamicJobAdmin
@@ -203,9 +205,13 @@ class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
         chart = None
         error = None
         supported = False
+        framework = request.GET.get("framework", "").strip()
+        frameworks: list[str] = []
         try:
             supported = controls.supported()
             rows = runtime.job_rows()
+            frameworks = sorted({shown(row.info.framework) for row in rows})
+            rows = [row for row in rows if framework in ("", shown(row.info.framework))]
             recent = [record for row in rows
                       for record in runtime.history(row.info.name, TIMELINE_RUNS)]
             chart = timeline.render([row.info.name for row in rows], recent)
@@ -215,10 +221,13 @@ class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
         history = reverse("admin:anarchon_django_run_changelist")
         return TemplateResponse(request, "admin/anarchon_django/jobs.html", self._context(
             request, "Jobs", rows=[{"row": row, "gone": row.info.name in gone,
+                                    "framework": shown(row.info.framework),
                                     "job_url": job_pages.job_url(row.info.name),
                                     "history_url": history + "?" + urlencode(
                 {"job": row.info.name})} for row in rows], gone_after="24 hours",
             chart=chart, error=error, can_run=_can_run(request),
+            framework_filter=_filter("framework", "Framework",
+                                     [(f, f) for f in frameworks], {"framework": framework}),
             can_change=supported and job_pages.can_change(request), supported=supported,
             run_url=reverse("admin:anarchon_django_job_run"),
             pause_url=reverse("admin:anarchon_django_job_pause"),

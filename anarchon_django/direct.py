@@ -19,7 +19,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from anarchon import JobInfo, RunRecord, Scheduler
-from anarchon.changing import describe_jobs
+from anarchon.backends.frameworks import stored_spec
+from anarchon.changing import describe_jobs, registered_info
 
 from .store.backend import DjangoBackend
 from .store.models import StoreAttempt, StoreJob
@@ -37,7 +38,7 @@ def jobs(scheduler: Scheduler, store: Store) -> list[JobInfo]:
     runtime control (paused, overridden and dynamic jobs) applied."""
     infos = {info.name: info for info in declared(scheduler)}
     for job in StoreJob.objects.using(store.alias).exclude(name__in=list(infos)):
-        infos[job.name] = JobInfo(job.name, job.kind, job.schedule, None, {})
+        infos[job.name] = registered_info(stored_spec(job.name, job.kind, job.schedule))
     return describe_jobs(infos, store.read_controls(), scheduler.core.options)
 
 

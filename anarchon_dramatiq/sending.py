@@ -51,6 +51,8 @@ logger = logging.getLogger("anarchon.dramatiq")
 DEFAULT_QUEUE_LEASE = 600.0
 #: dynamic jobs name an actor's handler ``dramatiq:<actor_name>``
 HANDLER_PREFIX = "dramatiq:"
+#: what ``JobInfo.framework`` says of marked actors' jobs (``anarchon list``, admin)
+FRAMEWORK = "dramatiq"
 
 AnyScheduler: TypeAlias = "Scheduler | AsyncScheduler"
 
@@ -216,8 +218,8 @@ def register_actors(scheduler: AnyScheduler, broker: Broker | None = None, *,
                 where, mark.queue_name, ", ".join(sorted(queues)),
                 " and the tracked run blocks the job for queue_lease" if tracked else "")
         sender = ActorSender(actor, mark, tracked, lease, watch)
-        method = getattr(scheduler, mark.kind)
-        method(name, mark.when, sender, **options)
+        scheduler.declare_job(mark.kind, name, mark.when, sender, options,
+                              framework=FRAMEWORK)
         names.append(name)
     if names:
         core.on("skip", SlotLog(set(names)))

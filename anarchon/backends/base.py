@@ -56,11 +56,12 @@ EARLY_TOLERANCE_MS = 250
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What the store is told about a registered job at ``open()`` time."""
+    """A registered job, told to the store at ``open()`` (``anarchon.backends.frameworks``)."""
 
     name: str
     kind: str
     schedule: str
+    framework: str | None = None
 
 
 @dataclass(frozen=True)

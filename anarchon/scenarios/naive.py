@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..backends.base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
+from ..backends.frameworks import stored_kind, stored_spec
 from ..backends.sqlite.wal import use_wal
 from ..clock import SYSTEM_CLOCK
 from ..errors import StoreError
@@ -89,7 +90,7 @@ class NaiveSqlBackend(ClaimBackend):
 
     async def register(self, jobs: Sequence[JobSpec]) -> None:
         for job in jobs:
-            await self._execute(_REGISTER, (job.name, job.kind, job.schedule))
+            await self._execute(_REGISTER, (job.name, stored_kind(job), job.schedule))
 
     async def claim(self, request: ClaimRequest) -> ClaimResult:
         now = self._now()
@@ -118,7 +119,7 @@ class NaiveSqlBackend(ClaimBackend):
 
     async def known_jobs(self) -> list[JobSpec]:
         rows, _ = await self._execute(_KNOWN)
-        return [JobSpec(str(n), str(k), str(s)) for n, k, s in rows]
+        return [stored_spec(str(n), str(k), str(s)) for n, k, s in rows]
 
 
 class NaiveSqliteBackend(NaiveSqlBackend):

@@ -12,13 +12,17 @@ from django.db import models
 
 #: longest job name, instance id and reason the store keeps (MySQL indexes need a bound)
 NAME_LENGTH = 200
+#: longest stored kind: a framework name, ``:`` and the schedule kind (0006 widened it)
+KIND_LENGTH = 64
 
 
 class StoreJob(models.Model):
     """A job some instance registered: the first-seen time gates catch-up."""
 
     name: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH, primary_key=True)
-    kind: models.CharField[str, str] = models.CharField(max_length=16)
+    #: the schedule kind, ``<framework>:<kind>`` for a framework's job
+    #: (``anarchon.backends.frameworks``)
+    kind: models.CharField[str, str] = models.CharField(max_length=KIND_LENGTH)
     schedule: models.TextField[str, str] = models.TextField()
     first_seen: models.BigIntegerField[int, int] = models.BigIntegerField()
     updated: models.BigIntegerField[int, int] = models.BigIntegerField()

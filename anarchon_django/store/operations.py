@@ -35,6 +35,7 @@ from anarchon.backends.base import (
     RunState,
     TriggerRequest,
 )
+from anarchon.backends.frameworks import stored_kind, stored_spec
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
@@ -96,9 +97,9 @@ class Store(ControlOperations):
             for job in jobs:
                 if job.name in known:
                     self._jobs().filter(name=job.name).update(
-                        kind=job.kind, schedule=job.schedule, updated=now)
+                        kind=stored_kind(job), schedule=job.schedule, updated=now)
             self._jobs().bulk_create(
-                [StoreJob(name=job.name, kind=job.kind, schedule=job.schedule,
+                [StoreJob(name=job.name, kind=stored_kind(job), schedule=job.schedule,
                           first_seen=now, updated=now)
                  for job in jobs if job.name not in known],
                 ignore_conflicts=True)
@@ -337,7 +338,7 @@ class Store(ControlOperations):
 
     def known_jobs(self) -> list[JobSpec]:
         """Every registered job, by name."""
-        return [JobSpec(job.name, job.kind, job.schedule)
+        return [stored_spec(job.name, job.kind, job.schedule)
                 for job in self._jobs().order_by("name")]
 
     def request_trigger(self, name: str, data: str | None) -> str:

@@ -252,6 +252,10 @@ def test_jobs_and_manual_runs(namespace: str) -> None:
         await backend.register([JobSpec("other", "cron", "0 * * * *")])
         assert [(j.name, j.schedule) for j in await backend.known_jobs()] == [
             ("job", "every 1s"), ("other", "0 * * * *")]
+        # the framework that declared a job is stored with it; plain reads as plain
+        await backend.register([JobSpec("other", "cron", "0 * * * *", "celery")])
+        assert await backend.known_jobs() == [JobSpec("job", "every", "every 1s"),
+                                              JobSpec("other", "cron", "0 * * * *", "celery")]
         token = await backend.start_manual("job", "m", now_ms())
         await backend.finish_manual(token, "success", None, 10, None)
         [record] = await backend.history("job", 5)

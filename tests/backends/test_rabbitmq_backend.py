@@ -219,6 +219,11 @@ def test_history_trimmed_by_count_and_manual_runs(namespace: str) -> None:
         assert [j.name for j in await backend.known_jobs()] == ["job"]
         await backend.register([JobSpec("job", "every", "every 1s")])  # no duplicate entry
         assert await passive(backend.jobs_queue) == 1
+        # the framework that declared a job is stored with it (a new entry: it changed)
+        await backend.register([JobSpec("job", "every", "every 1s", "dramatiq")])
+        assert await backend.known_jobs() == [JobSpec("job", "every", "every 1s", "dramatiq")]
+        await backend.register([JobSpec("job", "every", "every 1s", "dramatiq")])
+        assert await passive(backend.jobs_queue) == 2
         # a finish by another owner than the winner changes nothing
         slot = now_ms() + 10
         await backend.claim(request(slot, "a"))

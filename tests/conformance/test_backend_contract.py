@@ -330,6 +330,31 @@ def test_manual_runs_and_known_jobs(make_backend: Callable[[], Backend]) -> None
     run(scenario())
 
 
+def test_a_registered_framework_round_trips(make_backend: Callable[[], Backend]) -> None:
+    """A job's framework is stored with its registration and read by another process;
+    a plain registration (as every row before frameworks were recorded) reads as plain,
+    and registering again replaces it (a beat entry moved into plain code)."""
+    async def scenario() -> None:
+        backend = await opened(make_backend)  # "job": a plain registration
+        specs = [JobSpec("beat-entry", "cron", "cron '0 3 * * *' (UTC)", "celery"),
+                 JobSpec("marked-actor", "every", "every 5m", "dramatiq"),
+                 JobSpec("refused-entry", "refused", "refused: no such task", "celery")]
+        await backend.register(specs)
+        reader = make_backend()
+        await reader.open()
+        known = {spec.name: spec for spec in await reader.known_jobs()}
+        assert [known[spec.name] for spec in specs] == specs
+        assert known["job"] == JobSpec("job", "every", "every 1s")
+        assert known["job"].framework is None
+        await backend.register([JobSpec("marked-actor", "every", "every 5m")])
+        known = {spec.name: spec for spec in await reader.known_jobs()}
+        assert known["marked-actor"] == JobSpec("marked-actor", "every", "every 5m")
+        await reader.close()
+        await backend.close()
+
+    run(scenario())
+
+
 # a note is data, never code: quotes, braces, Lua and SQL syntax, newlines, non-ASCII
 NOTE = "retrying: ValueError: it's {\"x\"} ]] end; redis.call('FLUSHALL') -- ' OR 1=1 \n é ✓"
 

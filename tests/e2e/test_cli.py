@@ -100,8 +100,8 @@ def test_history_of_an_unknown_job_fails_and_an_empty_one_says_so() -> None:
     listed = command("jobs", "--backend", url)
     assert listed.returncode == 0, listed.stderr
     assert [line.split() for line in listed.stdout.splitlines()] == [
-        ["NAME", "SCHEDULE", "SOURCE", "NEXT", "RUN", "(UTC)", "STATE"],
-        ["known", "every", "1h", "code", "-"]]
+        ["NAME", "SCHEDULE", "SOURCE", "FRAMEWORK", "NEXT", "RUN", "(UTC)", "STATE"],
+        ["known", "every", "1h", "code", "plain", "-"]]
 
 
 def test_help_is_plain_text() -> None:

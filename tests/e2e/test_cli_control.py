@@ -68,15 +68,16 @@ def check_code_job_control(url: str) -> None:
     assert listing(url)["by_name"]["nightly"] | {"next_run": None} == {
         "name": "nightly", "kind": "every", "schedule": "every 1h", "next_run": None,
         "options": {}, "skipped": {}, "paused": False, "source": "code", "version": 0,
-        "handler": None, "params": None, "runnable_by": []}
+        "handler": None, "params": None, "runnable_by": [], "framework": None}
 
     out = ok("pause", "nightly", "--by", "ops on call", "--backend", url)
     assert out == "paused job 'nightly' on every instance (version 1, by ops on call)\n"
     job = listing(url)["by_name"]["nightly"]
     assert job["paused"] is True and job["next_run"] is None and job["version"] == 1
     text = ok("jobs", "--backend", url).splitlines()
-    assert text[0].split() == ["NAME", "SCHEDULE", "SOURCE", "NEXT", "RUN", "(UTC)", "STATE"]
-    assert text[1].split() == ["nightly", "every", "1h", "code", "-", "PAUSED"]
+    assert text[0].split() == ["NAME", "SCHEDULE", "SOURCE", "FRAMEWORK", "NEXT", "RUN",
+                               "(UTC)", "STATE"]
+    assert text[1].split() == ["nightly", "every", "1h", "code", "plain", "-", "PAUSED"]
 
     out = ok("resume", "nightly", "--backend", url)
     assert out.startswith("resumed job 'nightly' on every instance (version 2, by "), out

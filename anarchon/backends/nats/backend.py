@@ -42,6 +42,7 @@ from ...history import RunRecord, RunStatus
 from ...names import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from ..broker_records import Entry, Remembered, merge, scheduled_key
+from ..frameworks import stored_kind, stored_spec
 from ..urls import redact, split_options
 
 logger = logging.getLogger("anarchon")
@@ -379,7 +380,8 @@ class NatsBackend(ClaimBackend):
         nats = _driver()
         js = await self._jetstream()
         for spec in jobs:
-            body = json.dumps({"n": spec.name, "k": spec.kind, "s": spec.schedule}).encode()
+            body = json.dumps({"n": spec.name, "k": stored_kind(spec),
+                               "s": spec.schedule}).encode()
             try:
                 last = await js.get_last_msg(self.stream, self.job_subject(spec.name))
                 if last.data == body:
@@ -400,7 +402,7 @@ class NatsBackend(ClaimBackend):
             specs = []
             for subject in subjects:
                 raw = json.loads((await js.get_last_msg(self.stream, subject)).data)
-                specs.append(JobSpec(str(raw["n"]), str(raw["k"]), str(raw["s"])))
+                specs.append(stored_spec(str(raw["n"]), str(raw["k"]), str(raw["s"])))
         except Exception as exc:
             raise StoreError(f"listing jobs of stream {self.stream!r} failed: {exc}") from exc
         return specs

@@ -34,6 +34,7 @@ from ..base import (
     Wakeup,
 )
 from ..batches import check_claims, check_finishes, lone
+from ..frameworks import stored_kind, stored_spec
 from ..urls import split_options
 from ..wakeups import keep_listening
 from .control import PostgresControl
@@ -240,7 +241,7 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
         if not jobs:
             return
         await self._fetch("register", self._q_register, {
-            "names": [j.name for j in jobs], "kinds": [j.kind for j in jobs],
+            "names": [j.name for j in jobs], "kinds": [stored_kind(j) for j in jobs],
             "schedules": [j.schedule for j in jobs]})
 
     async def request_trigger(self, name: str, data: str | None) -> str:
@@ -257,7 +258,7 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
     async def known_jobs(self) -> list[JobSpec]:
         """Every job any instance registered in this table namespace."""
         rows = await self._fetch("known_jobs", self._q_known)
-        return [JobSpec(name, kind, schedule) for name, kind, schedule in rows]
+        return [stored_spec(name, kind, schedule) for name, kind, schedule in rows]
 
     async def purge(self) -> int:
         """Empty this table namespace in one statement (the tables stay)."""

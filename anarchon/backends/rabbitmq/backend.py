@@ -48,6 +48,7 @@ from ...history import RunRecord, RunStatus
 from ...names import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from ..broker_records import Entry, Remembered, merge, scheduled_key
+from ..frameworks import stored_kind, stored_spec
 from ..urls import redact, split_options
 
 logger = logging.getLogger("anarchon")
@@ -374,13 +375,13 @@ class RabbitMQBackend(ClaimBackend):
             await channel.declare_queue(self.jobs_queue, durable=True, timeout=self.timeout,
                                         arguments={"x-queue-type": "classic",
                                                    "x-max-length": _JOBS_MAX})
-            known = {(spec.name, spec.kind, spec.schedule) for spec in await self.known_jobs()}
+            known = set(await self.known_jobs())
             for spec in jobs:
                 await self._declare_history(channel, spec.name)
                 self._histories.add(self.history_queue(spec.name))
-                if (spec.name, spec.kind, spec.schedule) in known:
+                if spec in known:
                     continue
-                body = json.dumps({"n": spec.name, "k": spec.kind, "s": spec.schedule,
+                body = json.dumps({"n": spec.name, "k": stored_kind(spec), "s": spec.schedule,
                                    "t": _now_ms()}).encode()
                 await channel.default_exchange.publish(
                     aio_pika.Message(body, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
@@ -396,7 +397,7 @@ class RabbitMQBackend(ClaimBackend):
         for body in await self._read(self.jobs_queue):
             try:
                 raw = json.loads(body)
-                spec = JobSpec(str(raw["n"]), str(raw["k"]), str(raw["s"]))
+                spec = stored_spec(str(raw["n"]), str(raw["k"]), str(raw["s"]))
                 seen = int(raw["t"])
             except (ValueError, KeyError, TypeError):
                 continue

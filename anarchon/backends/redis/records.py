@@ -11,6 +11,7 @@ from typing import Any
 from ...errors import IncompatibleStoreError
 from ...history import RunStatus
 from ..base import Finish, JobSpec, RunState
+from ..frameworks import stored_kind, stored_spec
 from .connection import KEY_FORMAT, RedisStore, text
 
 
@@ -20,7 +21,7 @@ async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str,
         return {}
     args: list[object] = []
     for job in jobs:
-        args += [job.name, job.kind, job.schedule]
+        args += [job.name, stored_kind(job), job.schedule]
     status, *first = await store.script("register", [store.jobs_key], [KEY_FORMAT, *args])
     if text(status) != "ok":
         found = text(first[0])
@@ -40,8 +41,8 @@ async def known_jobs(store: RedisStore) -> list[JobSpec]:
         if not text(name):
             continue  # the key format (see connection.py), not a job
         data = json.loads(text(value))
-        jobs.append(JobSpec(text(name), str(data.get("kind", "")),
-                            str(data.get("schedule", ""))))
+        jobs.append(stored_spec(text(name), str(data.get("kind", "")),
+                                str(data.get("schedule", ""))))
     return sorted(jobs, key=lambda j: j.name)
 
 

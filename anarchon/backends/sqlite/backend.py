@@ -35,6 +35,7 @@ from ..base import (
     TriggerRequest,
 )
 from ..batches import check_claims, check_finishes, claim_bound, lone
+from ..frameworks import stored_kind, stored_spec
 from ..urls import split_options
 from .control import SqliteControl
 from .schema import FORMAT_VERSION, Tables
@@ -241,7 +242,7 @@ class SqliteBackend(SqliteControl, SqliteValues, LeaseBackend):
                         VALUES (?, ?, ?, ?, ?)
                         ON CONFLICT (name) DO UPDATE SET kind = excluded.kind,
                             schedule = excluded.schedule, updated = excluded.updated""",
-                    [(job.name, job.kind, job.schedule, now, now) for job in jobs],
+                    [(job.name, stored_kind(job), job.schedule, now, now) for job in jobs],
                 )
 
         if jobs:
@@ -471,7 +472,7 @@ class SqliteBackend(SqliteControl, SqliteValues, LeaseBackend):
             rows = connection.execute(
                 f"SELECT name, kind, schedule FROM {self._tables.jobs} ORDER BY name"
             ).fetchall()
-            return [JobSpec(*row) for row in rows]
+            return [stored_spec(*row) for row in rows]
 
         return await self._call(run)
 

@@ -16,6 +16,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from anarchon import Event, JobNotFoundError, RunRecord, StoreError
+from anarchon.backends.frameworks import shown
 from anarchon.clierrors import describe
 from anarchon.tracebacks import summary
 
@@ -151,13 +152,15 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("no jobs")
             return
-        header = ("JOB", "SCHEDULE", "TIMEZONE", "NEXT RUN", "LAST OUTCOME", "RUNNING ON")
+        header = ("JOB", "FRAMEWORK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "LAST OUTCOME",
+                  "RUNNING ON")
         table: list[tuple[str, ...]] = [header]
         for row in rows:
             last = row.last
             outcome = (f"{last.status} {_when(last.started_at)} ({last.reason}, attempt "
                        f"{last.attempt})") if last else "never ran"
-            table.append((row.info.name, row.info.schedule, row.timezone or "-",
+            table.append((row.info.name, shown(row.info.framework), row.info.schedule,
+                          row.timezone or "-",
                           _when(row.info.next_run) if row.info.next_run else "-",
                           outcome, row.holder or "-"))
         self._table(table)

@@ -142,6 +142,9 @@ def test_next_runs_of_the_beat_scheduler_follow_celery() -> None:
                                                               tzinfo=timezone.utc))
     assert [t.second for t in ticks] == [10, 20]  # the UTC grid, not process start
     assert "celery.backend_cleanup" in beat.anarchon.job_names
+    # every entry's job is marked as Celery's, crontab (a Schedule) and interval alike
+    assert {job.name: job.framework for job in beat.anarchon.core._jobs.values()} == {
+        "digest": "celery", "tick": "celery", "celery.backend_cleanup": "celery"}
 
 
 def test_lazy_build_has_no_side_effects(tmp_path: Any) -> None:

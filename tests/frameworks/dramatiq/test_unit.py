@@ -89,8 +89,11 @@ def test_registration_names_jobs_after_actors(broker: StubBroker, db: str) -> No
     scheduler = anarchon.Scheduler(SqliteBackend(database=db))
     assert sorted(ad.register_actors(scheduler, broker)) == ["launch", "refresh"]
     assert sorted(scheduler.job_names) == ["launch", "refresh"]
+    assert {info.name: info.framework for info in scheduler.jobs()} == {
+        "launch": "dramatiq", "refresh": "dramatiq"}  # marked by kind (anarchon list)
     with pytest.raises(ValueError, match="refresh"):
         ad.register_actors(scheduler, broker, actors=[refresh])  # already registered
+    scheduler.close()
 
 
 def test_middleware_rejects_bad_options() -> None:
