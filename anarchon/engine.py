@@ -18,6 +18,7 @@ from .backends.base import (
     RunState,
     Wakeup,
 )
+from .backends.trigger_rules import trigger_ttl_for
 from .batching import StoreCalls
 from .changing import RuntimeControl
 from .claiming import Claims
@@ -75,6 +76,8 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         if not isinstance(backend, Backend):
             raise TypeError(f"backend must be an anarchon Backend, got {backend!r}")
         super().__init__(backend, options)
+        if backend.trigger_ttl is None:  # the life of manual-run requests (trigger_rules)
+            backend.trigger_ttl = trigger_ttl_for(self.options.lease)
         self.instance_id = resolve_instance_id(instance_id)
         self.clock = clock or SYSTEM_CLOCK
         self._listeners = Listeners()
@@ -393,13 +396,13 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         runs it now (reason ``manual``). Works from any process, even one without jobs.
 
         ``data`` must be JSON-serialisable; it is stored until the run starts, so it must
-        not hold secrets. Returns the request id.
+        not hold secrets. Returns the request id. One manual run at a time: while a
+        request for ``name`` is pending or a manual run of it is running, this raises
+        ``TriggerRefusedError``, unless the job is declared here with
+        ``overlap="allow"``. A request no instance takes within ``backend.trigger_ttl``
+        (default ``max(lease, 60 s)``) is dropped unrun (``anarchon.backends.trigger_rules``).
         """
-        try:
-            payload = None if data is None else json.dumps(data)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
-                            f"{exc}") from exc
+        payload, exclusive = self.trigger_args(name, data)
         await self._ensure_open()
         if not self.backend.supports_triggers:
             raise TypeError(f"backend {self.backend.name} does not support trigger(); "
@@ -408,7 +411,19 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         if name not in known:
             raise JobNotFoundError(f"no job named {name!r} in the store; known: "
                                    f"{sorted(known) or 'none'}")
-        return await self.backend.request_trigger(name, payload)
+        return await self.backend.request_trigger(name, payload, exclusive=exclusive)
+
+    def trigger_args(self, name: str, data: Any = None) -> tuple[str | None, bool]:
+        """What ``trigger(name, data)`` stores (no I/O): ``data`` as JSON text, and
+        whether the request is exclusive (one manual run at a time: unless ``name`` is
+        declared here with ``overlap="allow"``). Raises ``TypeError`` for non-JSON."""
+        try:
+            payload = None if data is None else json.dumps(data)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
+                            f"{exc}") from exc
+        job = self._jobs.get(name)
+        return payload, job is None or job.overlap != "allow"
 
     def _woken(self, wakeup: Wakeup) -> None:
         """A message from the backend's wake-up channel

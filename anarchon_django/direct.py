@@ -60,19 +60,10 @@ def gone(scheduler: Scheduler, store: Store, name: str) -> bool:
     return seen is None or seen < store.now() - GONE_AFTER_MS
 
 
-def refusal(scheduler: Scheduler, store: Store, name: str) -> str | None:
-    """Why a manual run of ``name`` cannot be requested now, or None.
-
-    One manual run at a time per job (a live request or a running manual attempt
-    blocks another) unless the job is declared here with ``overlap="allow"``.
-    """
-    if gone(scheduler, store, name):
-        return (f"job “{name}” is gone: no instance has registered or run it for 24 hours "
-                f"(python manage.py anarchon forget {name} removes it)")
-    allowed = any(info.name == name and info.options.get("overlap") == "allow"
-                  for info in declared(scheduler))
-    reason = None if allowed else store.manual_pending(name)
-    return None if reason is None else f"job “{name}” was not requested again: {reason}"
+def gone_message(name: str) -> str:
+    """The refusal of a manual run of gone job ``name``."""
+    return (f"job “{name}” is gone: no instance has registered or run it for 24 hours "
+            f"(python manage.py anarchon forget {name} removes it)")
 
 
 @dataclass(frozen=True)

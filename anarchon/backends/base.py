@@ -33,6 +33,8 @@ from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
 from .control import ControlDefaults
+from .trigger_rules import TriggerDefaults
+from .trigger_rules import TriggerRequest as TriggerRequest
 
 _T = TypeVar("_T")
 
@@ -174,15 +176,6 @@ class Finish:
     retain_runs_ms: int
 
 
-@dataclass(frozen=True)
-class TriggerRequest:
-    """A manual run requested through the store (``trigger()``); ``data`` is JSON text."""
-
-    id: str
-    name: str
-    data: str | None
-
-
 WakeupKind = Literal[
     "up",        # the channel is (re)connected: poll once, messages may have been missed
     "down",      # the channel is lost: poll every heartbeat until it is "up" again
@@ -216,7 +209,7 @@ class Poll:
 LEASE_ONLY_OPTIONS = ("lease", "heartbeat", "overlap", "max_attempts", "catch_up")
 
 
-class Backend(ControlDefaults, ABC):
+class Backend(TriggerDefaults, ControlDefaults, ABC):
     """What every backend provides: connect, claim, finish, history."""
 
     #: ``"sqlite"``, ``"redis:lease"``, ``"postgres"`` …
@@ -225,8 +218,6 @@ class Backend(ControlDefaults, ABC):
     supports_leases: ClassVar[bool] = False
     #: whether ``history_ttl`` is supported
     supports_history_ttl: ClassVar[bool] = True
-    #: whether ``trigger()`` requests can be stored
-    supports_triggers: ClassVar[bool] = False
     #: whether ``claim_many()`` and ``finish_many()`` cost one round trip per batch
     #: (the engine then batches claims and finishes due together; otherwise it calls
     #: ``claim()`` and ``finish()`` per run)
@@ -335,15 +326,6 @@ class Backend(ControlDefaults, ABC):
     @abstractmethod
     async def known_jobs(self) -> list[JobSpec]:
         """Jobs registered by any instance (for ``jobs()`` in a process without jobs)."""
-
-    async def request_trigger(self, name: str, data: str | None) -> str:
-        """Store a request to run ``name`` once (any process); returns its id."""
-        raise NotImplementedError(f"backend {self.name} does not support trigger()")
-
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Atomically take (remove) the pending requests for these jobs: each request is
-        taken by exactly one caller. Must cost one round trip when nothing is pending."""
-        return []
 
     async def poll(self, names: Sequence[str]) -> Poll:
         """[`take_triggers()`][anarchon.backends.base.Backend.take_triggers] and the
