@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +25,6 @@ from .clock import SYSTEM_CLOCK, Clock
 from .context import AbortSignal
 from .controlling import Controls
 from .durations import DurationLike, parse_duration
-from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
 from .finishing import build_finish, describe, status_of
 from .history import RunRecord
@@ -37,6 +35,7 @@ from .planning import Alarm, Due, Plan, claim_delay_ms
 from .planning import jitter_cap_ms as jitter_cap_ms
 from .reaching import StoreWait, serve
 from .registering import JobRegistry
+from .requesting import TriggerCalls
 from .slots import ms_to_datetime
 from .triggers import SAFETY_POLL as SAFETY_POLL
 from .triggers import TriggerInbox
@@ -55,7 +54,7 @@ BATCH_WINDOW_S = 0.0
 MAX_NAP = 30.0
 
 
-class AsyncScheduler(RuntimeControl, JobRegistry):
+class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
     """Runs jobs on an asyncio event loop; use ``async with`` or ``start()``/``stop()``.
 
     ``backend`` is required (there is no implicit store). Options are those of
@@ -390,40 +389,6 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         return RunRecord(name, started, ms_to_datetime(started), self.instance_id, True, 1,
                          "manual", finish.status, ms_to_datetime(started),
                          ms_to_datetime(finished), (finished - started) / 1000, finish.error)
-
-    async def trigger(self, name: str, data: Any = None) -> str:
-        """Ask, through the store, that exactly one running instance with job ``name``
-        runs it now (reason ``manual``). Works from any process, even one without jobs.
-
-        ``data`` must be JSON-serialisable; it is stored until the run starts, so it must
-        not hold secrets. Returns the request id. One manual run at a time: while a
-        request for ``name`` is pending or a manual run of it is running, this raises
-        ``TriggerRefusedError``, unless the job is declared here with
-        ``overlap="allow"``. A request no instance takes within ``backend.trigger_ttl``
-        (default ``max(lease, 60 s)``) is dropped unrun (``anarchon.backends.trigger_rules``).
-        """
-        payload, exclusive = self.trigger_args(name, data)
-        await self._ensure_open()
-        if not self.backend.supports_triggers:
-            raise TypeError(f"backend {self.backend.name} does not support trigger(); "
-                            "use run_now() in a process that has the job")
-        known = {spec.name for spec in await self.backend.known_jobs()} | set(self._jobs)
-        if name not in known:
-            raise JobNotFoundError(f"no job named {name!r} in the store; known: "
-                                   f"{sorted(known) or 'none'}")
-        return await self.backend.request_trigger(name, payload, exclusive=exclusive)
-
-    def trigger_args(self, name: str, data: Any = None) -> tuple[str | None, bool]:
-        """What ``trigger(name, data)`` stores (no I/O): ``data`` as JSON text, and
-        whether the request is exclusive (one manual run at a time: unless ``name`` is
-        declared here with ``overlap="allow"``). Raises ``TypeError`` for non-JSON."""
-        try:
-            payload = None if data is None else json.dumps(data)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
-                            f"{exc}") from exc
-        job = self._jobs.get(name)
-        return payload, job is None or job.overlap != "allow"
 
     def _woken(self, wakeup: Wakeup) -> None:
         """A message from the backend's wake-up channel

@@ -198,13 +198,12 @@ def gone_jobs(names: Iterable[str], scheduler: Scheduler | None = None) -> set[s
 
 
 def forget(name: str, scheduler: Scheduler | None = None) -> int:
-    """Delete every row of job ``name`` from the ``"django"`` store; how many."""
+    """Delete every record of job ``name`` from the store (the core's ``forget()``, on
+    every lease store; the ``"django"`` store in this thread); how many. Claim-only
+    stores raise ``NotImplementedError``."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
-    if store is None:
-        raise NotImplementedError("forget needs the 'django' backend (ANARCHON['BACKEND'] = "
-                                  "'django'); other stores expire history by history_size/ttl")
-    return store.forget(name)
+    return scheduler.forget(name) if store is None else store.forget(name)
 
 
 def job_rows(scheduler: Scheduler | None = None) -> list[JobRow]:

@@ -1,6 +1,6 @@
 """The trigger contract (``anarchon/backends/trigger_rules.py``) on every lease store: one
 manual run at a time per job (atomic against racing requesters), ``overlap="allow"``,
-and requests that expire unrun."""
+requests that expire unrun, and ``forget()``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from collections.abc import Callable
 import pytest
 
 from anarchon import AsyncScheduler, TriggerRefusedError
-from anarchon.backends.base import Backend, JobSpec
+from anarchon.backends import from_url
+from anarchon.backends.base import Backend, JobSpec, LeaseBackend
+from tests.conformance.test_backend_contract import finish, request
 from tests.support import run
 
 
@@ -132,3 +134,37 @@ def test_trigger_refuses_a_second_run_unless_overlap_is_allowed(
         await s.stop()
 
     run(scenario())
+
+
+def test_forget_removes_a_job_and_keeps_the_others(make_backend: Callable[[], Backend]) -> None:
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        assert isinstance(backend, LeaseBackend)
+        slot = (int(time.time() * 1000) // 1000) * 1000
+        for name in ("job", "other"):
+            result = await backend.claim(request(name, slot, "a"))
+            assert await backend.finish(finish(name, slot, "a", result.attempt))
+            await backend.request_trigger(name, None)
+            await backend.swap_value(name, "last", None, "1")
+        token = await backend.start_manual("job", "a", slot)
+        await backend.finish_manual(token, "success", None, 100, None)
+        s = AsyncScheduler(backend)
+        assert await s.forget("job") > 0
+        assert [j.name for j in await backend.known_jobs()] == ["other"]
+        assert await backend.history("job", 10) == []
+        assert await backend.read_value("job", "last") is None
+        assert [t.name for t in await backend.take_triggers(["job", "other"])] == ["other"]
+        assert len(await backend.history("other", 10)) == 1
+        assert await backend.read_value("other", "last") == "1"
+        assert await s.forget("job") == 0
+        with pytest.raises(ValueError, match="job name"):
+            await s.forget(" job")
+        await s.stop()
+
+    run(scenario())
+
+
+def test_a_claim_only_store_refuses_forget_clearly() -> None:
+    backend = from_url("redis://127.0.0.1:1/0?strategy=stream-id")
+    with pytest.raises(NotImplementedError, match="cannot forget a job"):
+        run(backend.forget("job"))
