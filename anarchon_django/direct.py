@@ -19,6 +19,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from anarchon import JobInfo, RunRecord, Scheduler
+from anarchon.backends.trigger_rules import is_gone
 from anarchon.changing import describe_jobs
 
 from .store.backend import DjangoBackend
@@ -47,17 +48,11 @@ def declared(scheduler: Scheduler) -> list[JobInfo]:
     return [core._info(job) for job in core._jobs.values()]
 
 
-#: a job declared nowhere in this process and neither registered nor started by any
-#: instance for this long is shown as gone (no Run now; ``manage.py anarchon forget``)
-GONE_AFTER_MS = 24 * 3600 * 1000
-
-
 def gone(scheduler: Scheduler, store: Store, name: str) -> bool:
-    """Whether job ``name`` is gone (see ``GONE_AFTER_MS``)."""
-    if name in scheduler.job_names:
-        return False
-    seen = store.last_seen(name)
-    return seen is None or seen < store.now() - GONE_AFTER_MS
+    """Whether job ``name`` is gone: declared nowhere in this process and neither
+    registered nor started by any instance for ``GONE_AFTER_MS`` (the core's rule,
+    ``anarchon.backends.trigger_rules.is_gone``)."""
+    return name not in scheduler.job_names and is_gone(store.last_seen(name), store.now())
 
 
 def gone_message(name: str) -> str:

@@ -328,8 +328,8 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
         """Jobs registered by any instance (for ``jobs()`` in a process without jobs)."""
 
     async def poll(self, names: Sequence[str]) -> Poll:
-        """[`take_triggers()`][anarchon.backends.base.Backend.take_triggers] and the
-        control generation, in one round trip where the store allows it (a backend with
+        """[`take_triggers()`][anarchon.backends.trigger_rules.TriggerDefaults.take_triggers]
+        and the control generation, in one round trip where the store allows it (a backend with
         ``supports_control`` must: this is every instance's idle traffic). This default
         takes the triggers and answers generation 0."""
         return Poll(await self.take_triggers(names), 0)
@@ -369,8 +369,8 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
         A backend with a notification channel (Redis/Valkey ``SUBSCRIBE``, PostgreSQL
         ``LISTEN``) calls ``notify(Wakeup("up"))`` once listening, then one
         ``Wakeup`` per ``release()`` and
-        [`request_trigger()`][anarchon.backends.base.Backend.request_trigger] made by any
-        instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
+        [`request_trigger()`][anarchon.backends.trigger_rules.TriggerDefaults.request_trigger]
+        made by any instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
         reconnecting (it retries by itself). It never raises, except on cancellation;
         it closes what it opened when cancelled.
 

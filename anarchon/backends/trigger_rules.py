@@ -11,6 +11,9 @@ Run now), with the same rules on every store that supports them.
   ``trigger_ttl`` (default ``max(lease, 60 s)``, set by the first scheduler using the
   backend) is dropped by the next take instead of being run, and no longer blocks a new
   request.
+* **Forgetting.** ``forget(name)`` removes a job's records (lease stores; claim-only
+  stores refuse). A job no instance registered or started for ``GONE_AFTER_MS`` is
+  *gone* (``is_gone``): the Django admin offers no Run now for it and refuses requests.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from ..errors import TriggerRefusedError
 
 #: the least life of a manual-run request (seconds); the default is ``max(lease, this)``
 TRIGGER_TTL = 60.0
+
+#: a job no instance has registered or started for this long is *gone* (ms): the Django
+#: admin shows it without Run now and refuses requests for it (``forget()`` removes it)
+GONE_AFTER_MS = 24 * 3600 * 1000
 
 #: why ``request_trigger(exclusive=True)`` refused: a live request of the job is pending,
 #: or a manual attempt of it is running
@@ -38,6 +45,12 @@ REASONS: dict[str, str] = {
 def trigger_ttl_for(lease: float) -> float:
     """The default life of a manual-run request: ``max(lease, 60 s)``."""
     return max(lease, TRIGGER_TTL)
+
+
+def is_gone(last_seen_ms: int | None, now_ms: int) -> bool:
+    """Whether a job last registered or started at ``last_seen_ms`` (``None``: never) is
+    gone at store time ``now_ms`` (see ``GONE_AFTER_MS``)."""
+    return last_seen_ms is None or last_seen_ms < now_ms - GONE_AFTER_MS
 
 
 def refused(name: str, reason: Refusal) -> TriggerRefusedError:
