@@ -20,6 +20,7 @@ from .errors import (
     JobNotFoundError,
     JobTimeout,
     StoreError,
+    TriggerRefusedError,
 )
 from .events import Event
 from .history import JobInfo, RunRecord
@@ -74,6 +75,7 @@ __all__ = [
     "StoreError",
     "SystemClock",
     "Tracker",
+    "TriggerRefusedError",
     "at",
     "configure",
     "cron",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from .backends.base import (
     RunState,
     Wakeup,
 )
+from .backends.trigger_rules import trigger_ttl_for
 from .batching import StoreCalls
 from .changing import RuntimeControl
 from .claiming import Claims
@@ -25,7 +25,6 @@ from .clock import SYSTEM_CLOCK, Clock
 from .context import AbortSignal
 from .controlling import Controls
 from .durations import DurationLike, parse_duration
-from .errors import JobNotFoundError
 from .events import Event, EventType, Listener, Listeners
 from .finishing import build_finish, describe, status_of
 from .history import RunRecord
@@ -36,6 +35,7 @@ from .planning import Alarm, Due, Plan, claim_delay_ms
 from .planning import jitter_cap_ms as jitter_cap_ms
 from .reaching import StoreWait, serve
 from .registering import JobRegistry
+from .requesting import TriggerCalls
 from .slots import ms_to_datetime
 from .triggers import SAFETY_POLL as SAFETY_POLL
 from .triggers import TriggerInbox
@@ -54,7 +54,7 @@ BATCH_WINDOW_S = 0.0
 MAX_NAP = 30.0
 
 
-class AsyncScheduler(RuntimeControl, JobRegistry):
+class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
     """Runs jobs on an asyncio event loop; use ``async with`` or ``start()``/``stop()``.
 
     ``backend`` is required (there is no implicit store). Options are those of
@@ -75,6 +75,8 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         if not isinstance(backend, Backend):
             raise TypeError(f"backend must be an anarchon Backend, got {backend!r}")
         super().__init__(backend, options)
+        if backend.trigger_ttl is None:  # the life of manual-run requests (trigger_rules)
+            backend.trigger_ttl = trigger_ttl_for(self.options.lease)
         self.instance_id = resolve_instance_id(instance_id)
         self.clock = clock or SYSTEM_CLOCK
         self._listeners = Listeners()
@@ -387,28 +389,6 @@ class AsyncScheduler(RuntimeControl, JobRegistry):
         return RunRecord(name, started, ms_to_datetime(started), self.instance_id, True, 1,
                          "manual", finish.status, ms_to_datetime(started),
                          ms_to_datetime(finished), (finished - started) / 1000, finish.error)
-
-    async def trigger(self, name: str, data: Any = None) -> str:
-        """Ask, through the store, that exactly one running instance with job ``name``
-        runs it now (reason ``manual``). Works from any process, even one without jobs.
-
-        ``data`` must be JSON-serialisable; it is stored until the run starts, so it must
-        not hold secrets. Returns the request id.
-        """
-        try:
-            payload = None if data is None else json.dumps(data)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
-                            f"{exc}") from exc
-        await self._ensure_open()
-        if not self.backend.supports_triggers:
-            raise TypeError(f"backend {self.backend.name} does not support trigger(); "
-                            "use run_now() in a process that has the job")
-        known = {spec.name for spec in await self.backend.known_jobs()} | set(self._jobs)
-        if name not in known:
-            raise JobNotFoundError(f"no job named {name!r} in the store; known: "
-                                   f"{sorted(known) or 'none'}")
-        return await self.backend.request_trigger(name, payload)
 
     def _woken(self, wakeup: Wakeup) -> None:
         """A message from the backend's wake-up channel

@@ -29,3 +29,14 @@ class IncompatibleStoreError(AnarchonError, RuntimeError):
 
 class JobNotFoundError(AnarchonError, LookupError, ValueError):
     """No job with that name is registered on this scheduler."""
+
+
+class TriggerRefusedError(AnarchonError, RuntimeError):
+    """A manual run was not requested: one of the job is pending or running (see
+    ``anarchon.backends.trigger_rules``), or the job is gone. ``reason`` says which:
+    ``"pending"``, ``"running"`` or ``"gone"``."""
+
+    def __init__(self, message: str, *, name: str, reason: str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.reason = reason

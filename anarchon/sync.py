@@ -237,6 +237,11 @@ class Scheduler:
         [`AsyncScheduler.trigger()`][anarchon.AsyncScheduler.trigger]); returns the request id."""
         return self._call(self.core.trigger(name, data))
 
+    def forget(self, name: str) -> int:
+        """Remove job ``name``'s records from the store (see
+        [`AsyncScheduler.forget()`][anarchon.AsyncScheduler.forget]); how many."""
+        return self._call(self.core.forget(name))
+
     def history(self, name: str, count: int = 20) -> list[RunRecord]:
         """Newest-first attempts from all instances (connects on demand)."""
         return self._call(self.core.history(name, count))

@@ -61,7 +61,9 @@ def build_backend(config: AnarchonSettings) -> Backend:
 
 
 def trigger_ttl(config: AnarchonSettings) -> float:
-    """The default life of a manual-run request: ``max(lease, 60 s)``."""
+    """The default life of a manual-run request: the core's ``max(lease, 60 s)``
+    (``anarchon.backends.trigger_rules.trigger_ttl_for``)."""
+    from anarchon.backends.trigger_rules import trigger_ttl_for
     from anarchon.jobs import SchedulerOptions
 
     scheduler = {k: v for k, v in config.scheduler.items() if k in ("lease", "heartbeat")}
@@ -69,7 +71,7 @@ def trigger_ttl(config: AnarchonSettings) -> float:
         lease = SchedulerOptions.build(scheduler).lease
     except (TypeError, ValueError):
         lease = 30.0  # reported by the system checks
-    return max(lease, 60.0)
+    return trigger_ttl_for(lease)
 
 
 def django_backend(database: str | None = None, table: str | None = None,

@@ -19,8 +19,13 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from anarchon import JobInfo, RunRecord, Scheduler
+<<<<<<< HEAD
 from anarchon.backends.frameworks import stored_spec
 from anarchon.changing import describe_jobs, registered_info
+=======
+from anarchon.backends.trigger_rules import is_gone
+from anarchon.changing import describe_jobs
+>>>>>>> triggers
 
 from .store.backend import DjangoBackend
 from .store.models import StoreAttempt, StoreJob
@@ -48,32 +53,17 @@ def declared(scheduler: Scheduler) -> list[JobInfo]:
     return [core._info(job) for job in core._jobs.values()]
 
 
-#: a job declared nowhere in this process and neither registered nor started by any
-#: instance for this long is shown as gone (no Run now; ``manage.py anarchon forget``)
-GONE_AFTER_MS = 24 * 3600 * 1000
-
-
 def gone(scheduler: Scheduler, store: Store, name: str) -> bool:
-    """Whether job ``name`` is gone (see ``GONE_AFTER_MS``)."""
-    if name in scheduler.job_names:
-        return False
-    seen = store.last_seen(name)
-    return seen is None or seen < store.now() - GONE_AFTER_MS
+    """Whether job ``name`` is gone: declared nowhere in this process and neither
+    registered nor started by any instance for ``GONE_AFTER_MS`` (the core's rule,
+    ``anarchon.backends.trigger_rules.is_gone``)."""
+    return name not in scheduler.job_names and is_gone(store.last_seen(name), store.now())
 
 
-def refusal(scheduler: Scheduler, store: Store, name: str) -> str | None:
-    """Why a manual run of ``name`` cannot be requested now, or None.
-
-    One manual run at a time per job (a live request or a running manual attempt
-    blocks another) unless the job is declared here with ``overlap="allow"``.
-    """
-    if gone(scheduler, store, name):
-        return (f"job “{name}” is gone: no instance has registered or run it for 24 hours "
-                f"(python manage.py anarchon forget {name} removes it)")
-    allowed = any(info.name == name and info.options.get("overlap") == "allow"
-                  for info in declared(scheduler))
-    reason = None if allowed else store.manual_pending(name)
-    return None if reason is None else f"job “{name}” was not requested again: {reason}"
+def gone_message(name: str) -> str:
+    """The refusal of a manual run of gone job ``name``."""
+    return (f"job “{name}” is gone: no instance has registered or run it for 24 hours "
+            f"(python manage.py anarchon forget {name} removes it)")
 
 
 @dataclass(frozen=True)

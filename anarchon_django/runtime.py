@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from django.conf import settings as django_settings
 from django.db import close_old_connections, connections
 from django.utils.module_loading import import_string
 
-from anarchon import JobInfo, RunContext, RunRecord, Scheduler
+from anarchon import JobInfo, RunContext, RunRecord, Scheduler, TriggerRefusedError
 
 from . import declarations, direct
 from .backend import build_backend
@@ -199,13 +198,12 @@ def gone_jobs(names: Iterable[str], scheduler: Scheduler | None = None) -> set[s
 
 
 def forget(name: str, scheduler: Scheduler | None = None) -> int:
-    """Delete every row of job ``name`` from the ``"django"`` store; how many."""
+    """Delete every record of job ``name`` from the store (the core's ``forget()``, on
+    every lease store; the ``"django"`` store in this thread); how many. Claim-only
+    stores raise ``NotImplementedError``."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
-    if store is None:
-        raise NotImplementedError("forget needs the 'django' backend (ANARCHON['BACKEND'] = "
-                                  "'django'); other stores expire history by history_size/ttl")
-    return store.forget(name)
+    return scheduler.forget(name) if store is None else store.forget(name)
 
 
 def job_rows(scheduler: Scheduler | None = None) -> list[JobRow]:
@@ -261,18 +259,20 @@ def find_run(name: str, slot: int, attempt: int, manual: bool,
     return None
 
 
-class RunRefused(Exception):
-    """A manual run was not requested (one is pending or running, or the job is gone)."""
+#: a manual run was not requested: one is pending or running, or the job is gone (the
+#: core's error, raised the same on every store; ``reason`` says which)
+RunRefused = TriggerRefusedError
 
 
 def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None) -> None:
     """Ask the store for a manual run that exactly one running instance executes.
 
     Goes through the core's ``trigger(name, data)`` (the ``"django"`` store: written in
-    this thread and transaction); ``data`` must be JSON and is stored until the run
-    starts (no secrets). Unknown jobs raise ``LookupError``; on the ``"django"`` store a
-    second request while one is pending or running, or a request for a gone job, raises
-    ``RunRefused``. Requests expire unclaimed after ``OPTIONS["trigger_ttl"]``.
+    this thread and transaction, by the same rules); ``data`` must be JSON and is stored
+    until the run starts (no secrets). Unknown jobs raise ``LookupError``; a second
+    request while one is pending or running, or a request for a gone job, raises
+    ``RunRefused`` (``anarchon.TriggerRefusedError``) on every store. Requests expire
+    unclaimed after the backend's ``trigger_ttl``.
     """
     scheduler = scheduler or get_scheduler()
     names = job_names(scheduler)
@@ -280,21 +280,12 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
         raise LookupError(f"unknown job {name!r}; jobs: {', '.join(names) or 'none'}")
     store = direct.store_of(scheduler)
     if store is not None:
-        refused = direct.refusal(scheduler, store, name)
-        if refused is not None:
-            raise RunRefused(refused)
-        try:
-            payload = None if data is None else json.dumps(data)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"trigger data for job {name!r} must be JSON-serialisable: "
-                            f"{exc}") from exc
-        store.request_trigger(name, payload)
+        if direct.gone(scheduler, store, name):
+            raise TriggerRefusedError(direct.gone_message(name), name=name, reason="gone")
+        payload, exclusive = scheduler.core.trigger_args(name, data)
+        store.request_trigger(name, payload, exclusive)
         return
-    trigger: Callable[..., Any] | None = getattr(scheduler, "trigger", None)
-    if trigger is None:
-        raise NotImplementedError("this anarchon core has no Scheduler.trigger(); manual runs "
-                                  "through the store need anarchon >= the trigger release")
-    trigger(name, data=data)
+    scheduler.trigger(name, data=data)
 
 
 def instances(records: Sequence[RunRecord]) -> list[str]:

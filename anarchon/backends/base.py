@@ -33,6 +33,8 @@ from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
 from .control import ControlDefaults
+from .trigger_rules import TriggerDefaults
+from .trigger_rules import TriggerRequest as TriggerRequest
 
 _T = TypeVar("_T")
 
@@ -175,15 +177,6 @@ class Finish:
     retain_runs_ms: int
 
 
-@dataclass(frozen=True)
-class TriggerRequest:
-    """A manual run requested through the store (``trigger()``); ``data`` is JSON text."""
-
-    id: str
-    name: str
-    data: str | None
-
-
 WakeupKind = Literal[
     "up",        # the channel is (re)connected: poll once, messages may have been missed
     "down",      # the channel is lost: poll every heartbeat until it is "up" again
@@ -217,7 +210,7 @@ class Poll:
 LEASE_ONLY_OPTIONS = ("lease", "heartbeat", "overlap", "max_attempts", "catch_up")
 
 
-class Backend(ControlDefaults, ABC):
+class Backend(TriggerDefaults, ControlDefaults, ABC):
     """What every backend provides: connect, claim, finish, history."""
 
     #: ``"sqlite"``, ``"redis:lease"``, ``"postgres"`` …
@@ -226,8 +219,6 @@ class Backend(ControlDefaults, ABC):
     supports_leases: ClassVar[bool] = False
     #: whether ``history_ttl`` is supported
     supports_history_ttl: ClassVar[bool] = True
-    #: whether ``trigger()`` requests can be stored
-    supports_triggers: ClassVar[bool] = False
     #: whether ``claim_many()`` and ``finish_many()`` cost one round trip per batch
     #: (the engine then batches claims and finishes due together; otherwise it calls
     #: ``claim()`` and ``finish()`` per run)
@@ -337,18 +328,9 @@ class Backend(ControlDefaults, ABC):
     async def known_jobs(self) -> list[JobSpec]:
         """Jobs registered by any instance (for ``jobs()`` in a process without jobs)."""
 
-    async def request_trigger(self, name: str, data: str | None) -> str:
-        """Store a request to run ``name`` once (any process); returns its id."""
-        raise NotImplementedError(f"backend {self.name} does not support trigger()")
-
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Atomically take (remove) the pending requests for these jobs: each request is
-        taken by exactly one caller. Must cost one round trip when nothing is pending."""
-        return []
-
     async def poll(self, names: Sequence[str]) -> Poll:
-        """[`take_triggers()`][anarchon.backends.base.Backend.take_triggers] and the
-        control generation, in one round trip where the store allows it (a backend with
+        """[`take_triggers()`][anarchon.backends.trigger_rules.TriggerDefaults.take_triggers]
+        and the control generation, in one round trip where the store allows it (a backend with
         ``supports_control`` must: this is every instance's idle traffic). This default
         takes the triggers and answers generation 0."""
         return Poll(await self.take_triggers(names), 0)
@@ -388,8 +370,8 @@ class Backend(ControlDefaults, ABC):
         A backend with a notification channel (Redis/Valkey ``SUBSCRIBE``, PostgreSQL
         ``LISTEN``) calls ``notify(Wakeup("up"))`` once listening, then one
         ``Wakeup`` per ``release()`` and
-        [`request_trigger()`][anarchon.backends.base.Backend.request_trigger] made by any
-        instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
+        [`request_trigger()`][anarchon.backends.trigger_rules.TriggerDefaults.request_trigger]
+        made by any instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
         reconnecting (it retries by itself). It never raises, except on cancellation;
         it closes what it opened when cancelled.
 

@@ -82,13 +82,26 @@ class DjangoBackend(LeaseBackend):
     def __init__(self, database: str | None = None, *,
                  trigger_ttl: DurationLike = 60.0) -> None:
         self.alias = store_alias(database)
-        #: how long a manual-run request waits for an instance before it is dropped
-        self.trigger_ttl = parse_duration(trigger_ttl, option="trigger_ttl")
+        ttl = parse_duration(trigger_ttl, option="trigger_ttl")
         #: ``django:sqlite``, ``django:postgresql``, ``django:mysql``
         self.name = f"django:{connections[self.alias].vendor}"
-        self.store = Store(self.alias, int(self.trigger_ttl * 1000))
+        self.store = Store(self.alias, int(ttl * 1000))
         self._thread = OrmThread(self.alias)
         self._checked = False
+
+    @property
+    def trigger_ttl(self) -> float:
+        """How long a manual-run request waits for an instance before it is dropped
+        (seconds; ``anarchon.backends.trigger_rules``)."""
+        return self.store.trigger_ttl_ms / 1000
+
+    @trigger_ttl.setter
+    def trigger_ttl(self, value: float | None) -> None:
+        self.store.trigger_ttl_ms = int((60.0 if value is None else value) * 1000)
+
+    def trigger_ttl_ms(self) -> int:
+        """``trigger_ttl`` in milliseconds."""
+        return self.store.trigger_ttl_ms
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> DjangoBackend:
@@ -187,8 +200,15 @@ class DjangoBackend(LeaseBackend):
     async def known_jobs(self) -> list[JobSpec]:
         return await self._call(self.store.known_jobs)
 
-    async def request_trigger(self, name: str, data: str | None) -> str:
-        return await self._call(lambda: self.store.request_trigger(name, data))
+    async def request_trigger(self, name: str, data: str | None, *,
+                              exclusive: bool = False) -> str:
+        """Store a manual-run request (one transaction under the job row's lock; see
+        ``anarchon.backends.trigger_rules``)."""
+        return await self._call(lambda: self.store.request_trigger(name, data, exclusive))
+
+    async def forget(self, name: str) -> int:
+        """Delete every row of job ``name`` (one transaction); how many."""
+        return await self._call(lambda: self.store.forget(name))
 
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
         return await self._call(lambda: self.store.take_triggers(names))

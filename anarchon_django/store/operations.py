@@ -35,7 +35,11 @@ from anarchon.backends.base import (
     RunState,
     TriggerRequest,
 )
+<<<<<<< HEAD
 from anarchon.backends.frameworks import stored_kind, stored_spec
+=======
+from anarchon.backends.trigger_rules import REASONS, Refusal, refused
+>>>>>>> triggers
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
@@ -341,9 +345,16 @@ class Store(ControlOperations):
         return [stored_spec(job.name, job.kind, job.schedule)
                 for job in self._jobs().order_by("name")]
 
-    def request_trigger(self, name: str, data: str | None) -> str:
-        """Store a manual-run request; its id."""
-        trigger = self._triggers().create(job=name, data=data, requested_at=self.now())
+    def request_trigger(self, name: str, data: str | None, exclusive: bool = False) -> str:
+        """Store a manual-run request; its id. With ``exclusive``, raise
+        ``TriggerRefusedError`` while one of ``name`` is pending or running (checked and
+        stored in one transaction, under the job row's lock)."""
+        with transaction.atomic(using=self.alias):
+            self._lock_job(name)
+            blocked = self._blocked(name) if exclusive else None
+            if blocked is not None:
+                raise refused(name, blocked)
+            trigger = self._triggers().create(job=name, data=data, requested_at=self.now())
         return str(trigger.pk)
 
     def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
@@ -366,12 +377,16 @@ class Store(ControlOperations):
     def manual_pending(self, name: str) -> str | None:
         """Why a new manual run of ``name`` must wait (a live request, a running manual
         attempt), or None."""
+        blocked = self._blocked(name)
+        return None if blocked is None else REASONS[blocked]
+
+    def _blocked(self, name: str) -> Refusal | None:
         now = self.now()
         if self._triggers().filter(job=name,
                                    requested_at__gte=now - self.trigger_ttl_ms).exists():
-            return "a manual run of it was requested and no instance has taken it yet"
+            return "pending"
         if self._attempts().filter(job=name, manual=True, status="running").exists():
-            return "a manual run of it is running"
+            return "running"
         return None
 
     def last_seen(self, name: str) -> int | None:

@@ -718,9 +718,9 @@ def test_claim_cost_and_latency(table: str, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_control_calls_are_one_round_trip(table: str) -> None:
-    """poll (triggers + generation) is one statement; a change is the lock and one
-    statement in one round trip; a claim fenced as stale stays 3 statements (generic-plan
-    setting, lock, claim), 1 round trip."""
+    """poll (triggers + generation) is one statement; a change and an exclusive trigger
+    request are the lock and one statement in one round trip; a claim fenced as stale
+    stays 3 statements (generic-plan setting, lock, claim), 1 round trip."""
     async def main() -> None:
         counter = _Counter()
         conn = await counter.connect()
@@ -738,14 +738,15 @@ def test_control_calls_are_one_round_trip(table: str) -> None:
             assert (await measured("idle poll", a.poll(["job"]))).generation == 0
             assert await measured("change", a.change_control(
                 ControlChange("job", 0, "{}", "{}"))) == 1
-            await a.request_trigger("job", None)
+            await measured("trigger", a.request_trigger("job", None, exclusive=True))
             polled = await measured("poll", a.poll(["job"]))
             assert len(polled.triggers) == 1 and polled.generation == 1
             stale = await measured("stale claim", a.claim(request(db_ms(), "A")))
             assert stale.outcome == "stale"
             for what, (statements, syncs) in cost.items():
                 assert syncs in (1, -1), (what, syncs)  # -1: libpq tracing unavailable
-                assert statements == {"change": 2, "stale claim": 3}.get(what, 1), what
+                assert statements == {"change": 2, "trigger": 2,
+                                      "stale claim": 3}.get(what, 1), what
         finally:
             await a.close()
             await conn.close()

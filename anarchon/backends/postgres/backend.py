@@ -30,7 +30,6 @@ from ..base import (
     LeaseBackend,
     RunKey,
     RunState,
-    TriggerRequest,
     Wakeup,
 )
 from ..batches import check_claims, check_finishes, lone
@@ -39,7 +38,7 @@ from ..urls import split_options
 from ..wakeups import keep_listening
 from .control import PostgresControl
 from .listen import listen_target, notifications, wake_channel
-from .values import PostgresValues
+from .triggers import PostgresTriggers, trigger_queries
 
 try:
     import psycopg
@@ -63,7 +62,7 @@ def _ms_to_datetime(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
+class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
     """Leases, history and job records in PostgreSQL tables.
 
     ``connection`` is a libpq DSN or ``postgresql://`` URL (the backend then owns a
@@ -122,8 +121,7 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
         self._q_register = q(queries.REGISTER)
         self._q_known = q(queries.KNOWN_JOBS)
         self._q_purge = q(queries.PURGE)
-        self._q_request_trigger = q(queries.REQUEST_TRIGGER)
-        self._q_take_triggers = q(queries.TAKE_TRIGGERS)
+        self._trigger_queries = trigger_queries(q)
         self._statements = Statements(
             table=self._qualified, lock=sql.SQL(queries.JOB_LOCK), new=q(queries.CLAIM_NEW),
             takeover=q(queries.CLAIM_TAKEOVER), finish=q(queries.FINISH))
@@ -243,17 +241,6 @@ class PostgresBackend(PostgresControl, PostgresValues, LeaseBackend):
         await self._fetch("register", self._q_register, {
             "names": [j.name for j in jobs], "kinds": [stored_kind(j) for j in jobs],
             "schedules": [j.schedule for j in jobs]})
-
-    async def request_trigger(self, name: str, data: str | None) -> str:
-        """Store a manual-run request; a running instance with the job takes it."""
-        rows = await self._fetch("trigger", self._q_request_trigger,
-                                 {"job": name, "data": data, "channel": self.channel})
-        return str(rows[0][0])
-
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Take the pending requests for these jobs (one statement)."""
-        rows = await self._fetch("take_triggers", self._q_take_triggers, {"names": list(names)})
-        return [TriggerRequest(str(i), job, data) for i, job, data in rows]
 
     async def known_jobs(self) -> list[JobSpec]:
         """Every job any instance registered in this table namespace."""

@@ -25,6 +25,7 @@ from ..control import (
     ControlRecord,
     ControlSnapshot,
 )
+from ..trigger_rules import TriggerDefaults
 from .queries import _NOW_MS
 
 _GENERATION: Final = ("COALESCE((SELECT g.value::bigint FROM {meta} g "
@@ -49,13 +50,17 @@ CREATE: Final = (
 )
 
 # The trigger take and the generation: one statement, so one round trip and one snapshot.
-# The LEFT JOIN gives one row (the generation, no trigger) when nothing is pending.
+# The LEFT JOIN gives one row (the generation, no trigger) when nothing is pending;
+# expired requests are deleted and not returned (``triggers.TAKE``).
 POLL: Final = f"""
 WITH taken AS (
-    DELETE FROM {{triggers}} WHERE job = ANY(%(names)s::text[]) RETURNING id, job, data
+    DELETE FROM {{triggers}}
+    WHERE job = ANY(%(names)s::text[]) OR requested_at < {_NOW_MS} - %(ttl_ms)s
+    RETURNING id, job, data, requested_at
 )
 SELECT {_GENERATION}, t.id, t.job, t.data
-FROM (SELECT 1) AS one LEFT JOIN taken t ON true
+FROM (SELECT 1) AS one LEFT JOIN taken t
+    ON t.job = ANY(%(names)s::text[]) AND t.requested_at >= {_NOW_MS} - %(ttl_ms)s
 ORDER BY t.id
 """
 
@@ -125,7 +130,7 @@ ON CONFLICT (instance) DO UPDATE SET handlers = EXCLUDED.handlers, seen = EXCLUD
 WITHDRAW: Final = "DELETE FROM {offers} WHERE instance = %(instance)s"
 
 
-class PostgresControl:
+class PostgresControl(TriggerDefaults):
     """The control calls of
     [`PostgresBackend`][anarchon.backends.postgres.PostgresBackend] (on its sessions)."""
 
@@ -143,7 +148,8 @@ class PostgresControl:
     async def poll(self, names: Sequence[str]) -> Poll:
         """Take the pending trigger requests of these jobs and read the generation, in
         one statement."""
-        rows = await self._fetch("poll", self._control_queries["poll"], {"names": list(names)})
+        rows = await self._fetch("poll", self._control_queries["poll"],
+                                 {"names": list(names), "ttl_ms": self.trigger_ttl_ms()})
         triggers = [TriggerRequest(str(i), job, data)
                     for _, i, job, data in rows if i is not None]
         return Poll(triggers, int(rows[0][0]))

@@ -102,19 +102,6 @@ FROM unnest(%(names)s::text[], %(kinds)s::text[], %(schedules)s::text[]) AS j(na
 ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, schedule = EXCLUDED.schedule
 """
 
-# The NOTIFY (delivered at commit) wakes the instances that LISTEN on the table's channel.
-REQUEST_TRIGGER: Final = f"""
-WITH requested AS (
-    INSERT INTO {{triggers}} (job, data, requested_at) VALUES (%(job)s, %(data)s, {_NOW_MS})
-    RETURNING id
-)
-SELECT id, pg_notify(%(channel)s, json_build_object('k', 'trigger', 'job', %(job)s::text)::text)
-FROM requested
-"""
-
-# One statement takes the pending requests: concurrent takers never get the same row.
-TAKE_TRIGGERS: Final = "DELETE FROM {triggers} WHERE job = ANY(%(names)s) RETURNING id, job, data"
-
 KNOWN_JOBS: Final = "SELECT name, kind, schedule FROM {jobs} ORDER BY name"
 
 # `anarchon purge`: one statement empties the namespace, control records, change logs,

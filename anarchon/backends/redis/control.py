@@ -63,16 +63,7 @@ class RedisControl:
         self._fenced[name] = max(stored, self._fenced.get(name, 0))
 
     async def _triggers(self, names: Sequence[str]) -> tuple[list[TriggerRequest], int]:
-        store = self.store
-        generation, taken = await store.script(
-            "triggers", [store.triggers_key, store.namespace.generation], list(names))
-        requests = [json.loads(text(raw)) for raw in taken or []]
-        return ([TriggerRequest(r["id"], r["job"], r["data"]) for r in requests],
-                int(generation))
-
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Take the pending requests for these jobs (one script call)."""
-        return (await self._triggers(names))[0]
+        raise NotImplementedError  # provided by RedisTriggers (manual_runs)
 
     async def poll(self, names: Sequence[str]) -> Poll:
         """Take the triggers and read the generation: one script call (one slot)."""

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import secrets
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, ClassVar, Literal
@@ -48,9 +47,10 @@ from ..base import (
     RunState,
     Wakeup,
 )
-from ..wakeups import keep_listening, released_payload, trigger_payload
+from ..wakeups import keep_listening, released_payload
 from .connection import Kind, RedisStore, check_driver, info_dict, read_history, text
 from .control import RedisControl
+from .manual_runs import RedisTriggers
 from .records import (
     finish_args,
     finish_record,
@@ -68,7 +68,7 @@ STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
 logger = logging.getLogger("anarchon")
 
 
-class RedisBackend(RedisControl, RedisValues, LeaseBackend):
+class RedisBackend(RedisTriggers, RedisControl, RedisValues, LeaseBackend):
     """Redis (5+) as the store, holding leases (``strategy="lease"``, the only one).
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
@@ -381,18 +381,6 @@ class RedisBackend(RedisControl, RedisValues, LeaseBackend):
         name, field = json.loads(token)
         await finish_record(self.store, name, field, "", status, error, history_size,
                             history_ttl_ms)
-
-    async def request_trigger(self, name: str, data: str | None) -> str:
-        """Queue a manual-run request; a running instance with the job takes it."""
-        request_id = secrets.token_hex(8)
-        await self.store.command("RPUSH", self.store.triggers_key,
-                                 json.dumps({"id": request_id, "job": name, "data": data}))
-        try:  # wake the instances up; if this is lost, their safety poll finds it
-            await self.store.command("PUBLISH", self.store.wake_channel,
-                                     trigger_payload(name))
-        except StoreError as exc:
-            logger.debug("trigger wake-up not sent: %s", exc)
-        return request_id
 
     async def history(self, name: str, count: int) -> list[RunRecord]:
         """Newest-first attempts from every instance (connects on demand)."""

@@ -8,7 +8,6 @@ filesystems: use it on one host (or a volume with working locks) only.
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -32,7 +31,6 @@ from ..base import (
     LeaseBackend,
     RunKey,
     RunState,
-    TriggerRequest,
 )
 from ..batches import check_claims, check_finishes, claim_bound, lone
 from ..frameworks import stored_kind, stored_spec
@@ -40,6 +38,7 @@ from ..urls import split_options
 from .control import SqliteControl
 from .schema import FORMAT_VERSION, Tables
 from .transactions import claim, end_attempt, finish_run, first, prune, record
+from .triggers import SqliteTriggers
 from .values import SqliteValues
 from .wal import use_wal
 
@@ -47,7 +46,7 @@ T = TypeVar("T")
 MIN_SQLITE = (3, 35, 0)  # RETURNING and partial-index upserts
 
 
-class SqliteBackend(SqliteControl, SqliteValues, LeaseBackend):
+class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
     """Leases in a SQLite file shared by the processes of one machine.
 
     ``database``: a path (or ``":memory:"`` for one process), or an open
@@ -437,35 +436,6 @@ class SqliteBackend(SqliteControl, SqliteValues, LeaseBackend):
             return [record(row) for row in rows]
 
         return await self._call(run)
-
-    async def request_trigger(self, name: str, data: str | None) -> str:
-        def run(connection: sqlite3.Connection) -> str:
-            with self._write(connection) as cur:
-                cur.execute(
-                    f"INSERT INTO {self._tables.triggers} (job, data, requested_at) "
-                    "VALUES (?, ?, ?)",
-                    (name, data, self._now()),
-                )
-                return str(cur.lastrowid)
-
-        return await self._call(run)
-
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        return await self._call(lambda connection: self._take(connection, names))
-
-    def _take(self, connection: sqlite3.Connection, names: Sequence[str]
-              ) -> list[TriggerRequest]:
-        t = self._tables
-        if first(connection.execute(f"SELECT 1 FROM {t.triggers} LIMIT 1")) is None:
-            return []  # the common case: a read, no write lock
-        with self._write(connection) as cur:
-            rows = cur.execute(
-                f"""DELETE FROM {t.triggers}
-                    WHERE job IN (SELECT value FROM json_each(?))
-                    RETURNING id, job, data""",
-                (json.dumps(list(names)),),
-            ).fetchall()
-        return [TriggerRequest(str(i), job, data) for i, job, data in rows]
 
     async def known_jobs(self) -> list[JobSpec]:
         def run(connection: sqlite3.Connection) -> list[JobSpec]:

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from ..base import Poll, TriggerRequest
@@ -19,28 +18,16 @@ from ..control import (
     ControlRecord,
     ControlSnapshot,
 )
-from .schema import Tables
+from .parts import SqliteParts
 from .transactions import first
 
 T = TypeVar("T")
 _GENERATION = "control_generation"
 
 
-class SqliteControl:
+class SqliteControl(SqliteParts):
     """The control calls of [`SqliteBackend`][anarchon.backends.sqlite.SqliteBackend]
     (on its thread)."""
-
-    _tables: Tables
-
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # provided by SqliteBackend
-
-    def _write(self, connection: sqlite3.Connection
-               ) -> AbstractContextManager[sqlite3.Cursor]:
-        raise NotImplementedError  # provided by SqliteBackend
-
-    def _now(self) -> int:
-        raise NotImplementedError  # provided by SqliteBackend
 
     def _take(self, connection: sqlite3.Connection, names: Sequence[str]
               ) -> list[TriggerRequest]:

@@ -81,7 +81,7 @@ class Command(BaseCommand):
         trigger.add_argument("--data", default=None, help="JSON run data (stored: no secrets)")
         trigger.add_argument("--here", action="store_true",
                              help="run it in this process instead (like run-now)")
-        forget = sub.add_parser("forget", help="remove a job's rows from the 'django' store "
+        forget = sub.add_parser("forget", help="remove a job's records from the store "
                                 "(a job removed from the code)")
         forget.add_argument("job")
         run_now = sub.add_parser("run-now", help="run a job in this process now")
@@ -223,10 +223,10 @@ class Command(BaseCommand):
                               "'anarchon run' registers it again")
         try:
             removed = forget(job, scheduler)
-        except NotImplementedError as exc:
+        except (NotImplementedError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
         if not removed:
-            raise CommandError(f"the store has no rows of job {job!r}")
+            raise CommandError(f"the store has no records of job {job!r}")
         self.stdout.write(f"forgot {job!r}: {removed} row(s) removed")
 
     def do_control(self, subcommand: str, job: str, **options: Any) -> None:
