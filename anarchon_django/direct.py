@@ -19,13 +19,9 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from anarchon import JobInfo, RunRecord, Scheduler
-<<<<<<< HEAD
 from anarchon.backends.frameworks import stored_spec
-from anarchon.changing import describe_jobs, registered_info
-=======
 from anarchon.backends.trigger_rules import is_gone
-from anarchon.changing import describe_jobs
->>>>>>> triggers
+from anarchon.changing import describe_jobs, registered_info
 
 from .store.backend import DjangoBackend
 from .store.models import StoreAttempt, StoreJob

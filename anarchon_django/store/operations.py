@@ -35,11 +35,8 @@ from anarchon.backends.base import (
     RunState,
     TriggerRequest,
 )
-<<<<<<< HEAD
 from anarchon.backends.frameworks import stored_kind, stored_spec
-=======
 from anarchon.backends.trigger_rules import REASONS, Refusal, refused
->>>>>>> triggers
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
