@@ -33,6 +33,10 @@ _NOW_MS: Final = "floor(extract(epoch FROM now()) * 1000)::bigint"
 _EXPIRY_MS: Final = ("CASE WHEN now_ms >= floor(extract(epoch FROM pg_postmaster_start_time())"
                      " * 1000)::bigint + lease_ms THEN now_ms ELSE -1 END")
 
+# A takeover's expiry: a run its runner handed over is free at once (nobody will renew
+# it), even while the server is young. Needs the run's row ``r`` and ``p.expiry_ms``.
+_HELD_UNTIL_MS: Final = "CASE WHEN r.handed_over THEN p.now_ms ELSE p.expiry_ms END"
+
 SETUP_LOCK: Final = "SELECT pg_advisory_xact_lock(hashtext('anarchon:setup'), hashtext(%(table)s))"
 
 # The jobs' advisory locks, taken in one order (by key) so that two batches over the
@@ -222,7 +226,7 @@ p AS (SELECT q.*, {_EXPIRY_MS} AS expiry_ms FROM q),
 verdict AS (
     SELECT p.idx, CASE
         WHEN r.status IS DISTINCT FROM 'running' OR r.attempt <> p.expected
-             OR r.lease_until > p.expiry_ms THEN 'taken'
+             OR r.lease_until > {_HELD_UNTIL_MS} THEN 'taken'
         WHEN NOT r.handed_over AND r.counted >= p.max_attempts THEN 'exhausted'
         ELSE 'won' END AS outcome
     FROM p LEFT JOIN {{runs}} r ON r.job = p.job AND r.slot = p.slot
@@ -238,7 +242,8 @@ updated AS (
                            ELSE r.lease_until END
     FROM p JOIN verdict v ON v.idx = p.idx
     WHERE r.job = p.job AND r.slot = p.slot AND v.outcome IN ('won', 'exhausted')
-      AND r.status = 'running' AND r.attempt = p.expected AND r.lease_until <= p.expiry_ms
+      AND r.status = 'running' AND r.attempt = p.expected
+      AND r.lease_until <= {_HELD_UNTIL_MS}
     RETURNING p.idx, r.attempt, r.status
 ),
 old_history AS (

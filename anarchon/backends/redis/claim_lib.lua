@@ -63,7 +63,8 @@ local function claim_run(keys, kbase, c, now)
       return 'taken', 0
     end
     -- a lease that lapsed while the server was down: its runner may renew or finish first
-    if now < c.since + c.lease then return 'taken', 0 end
+    -- (a run its runner handed over is free at once: nobody will renew it)
+    if state.h ~= 1 and now < c.since + c.lease then return 'taken', 0 end
     end_record(att, attempt_field(slot_s, state.a), 'interrupted', now, nil)
     local counted = state.c
     if state.h ~= 1 then
