@@ -3,10 +3,12 @@ Run now), with the same rules on every store that supports them.
 
 * **One manual run at a time per job.** ``request_trigger(..., exclusive=True)`` refuses
   (:class:`~anarchon.errors.TriggerRefusedError`) while a live request for the job is
-  pending or a manual attempt of it is running; the check and the insert are one atomic
-  step of the store, so two requesters racing never store two pending requests. The
-  engine asks for exclusivity unless the job is declared, in the requesting process,
-  with ``overlap="allow"``.
+  pending or a manual attempt of it is running (started less than the backend's
+  ``stale_manual_after`` ago: a manual run holds no lease, so one whose instance was
+  killed stays ``running`` in history and must not block the job for ever); the check
+  and the insert are one atomic step of the store, so two requesters racing never
+  store two pending requests. The engine asks for exclusivity unless the job is
+  declared, in the requesting process, with ``overlap="allow"``.
 * **Requests expire.** A request no instance took within the backend's
   ``trigger_ttl`` (default ``max(lease, 60 s)``, set by the first scheduler using the
   backend) is dropped by the next take instead of being run, and no longer blocks a new
@@ -26,6 +28,11 @@ from ..errors import TriggerRefusedError
 
 #: the least life of a manual-run request (seconds); the default is ``max(lease, this)``
 TRIGGER_TTL = 60.0
+
+#: how long a manual attempt marked ``running`` blocks new requests (seconds): after
+#: that, its instance most likely died before recording the outcome (manual runs hold
+#: no lease to tell), and a new request is accepted
+STALE_MANUAL_AFTER = 3600.0
 
 #: a job no instance has registered or started for this long is *gone* (ms): the Django
 #: admin shows it without Run now and refuses requests for it (``forget()`` removes it)
@@ -77,6 +84,12 @@ class TriggerDefaults:
     #: how long a request waits for an instance before it is dropped unrun (seconds);
     #: ``None``: the first scheduler built on the backend sets ``max(lease, 60 s)``
     trigger_ttl: float | None = None
+    #: how long a running manual attempt blocks an exclusive request (seconds)
+    stale_manual_after: float = STALE_MANUAL_AFTER
+
+    def stale_manual_ms(self) -> int:
+        """``stale_manual_after`` in milliseconds."""
+        return int(self.stale_manual_after * 1000)
 
     def trigger_ttl_ms(self) -> int:
         """``trigger_ttl`` in milliseconds (60 s while it is unset)."""
@@ -88,7 +101,8 @@ class TriggerDefaults:
 
         With ``exclusive``, raise ``TriggerRefusedError`` instead while a request for
         ``name`` younger than ``trigger_ttl`` is pending or a manual attempt of ``name``
-        is running, checked and stored in one atomic step."""
+        started less than ``stale_manual_after`` ago is running, checked and stored in
+        one atomic step."""
         raise NotImplementedError(f"backend {self.name} does not support trigger()")
 
     async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:

@@ -103,6 +103,19 @@ class DjangoBackend(LeaseBackend):
         """``trigger_ttl`` in milliseconds."""
         return self.store.trigger_ttl_ms
 
+    @property
+    def stale_manual_after(self) -> float:
+        """How long a running manual attempt blocks a new request (seconds)."""
+        return self.store.stale_manual_ms / 1000
+
+    @stale_manual_after.setter
+    def stale_manual_after(self, value: float) -> None:
+        self.store.stale_manual_ms = int(value * 1000)
+
+    def stale_manual_ms(self) -> int:
+        """``stale_manual_after`` in milliseconds."""
+        return self.store.stale_manual_ms
+
     @classmethod
     def from_url(cls, url: str, **options: Any) -> DjangoBackend:
         """``django://ALIAS`` (the ``DATABASES`` alias) or ``django://`` (the routers')."""

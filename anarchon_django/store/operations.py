@@ -36,7 +36,7 @@ from anarchon.backends.base import (
     TriggerRequest,
 )
 from anarchon.backends.frameworks import stored_kind, stored_spec
-from anarchon.backends.trigger_rules import REASONS, Refusal, refused
+from anarchon.backends.trigger_rules import REASONS, STALE_MANUAL_AFTER, Refusal, refused
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
@@ -53,6 +53,7 @@ class Store(ControlOperations):
         self.alias = alias
         #: a manual-run request not taken within this long is dropped, never run
         self.trigger_ttl_ms = trigger_ttl_ms
+        self.stale_manual_ms = int(STALE_MANUAL_AFTER * 1000)  # see trigger_rules
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -382,7 +383,8 @@ class Store(ControlOperations):
         if self._triggers().filter(job=name,
                                    requested_at__gte=now - self.trigger_ttl_ms).exists():
             return "pending"
-        if self._attempts().filter(job=name, manual=True, status="running").exists():
+        if self._attempts().filter(job=name, manual=True, status="running",
+                                   started_at__gte=now - self.stale_manual_ms).exists():
             return "running"
         return None
 

@@ -76,6 +76,31 @@ def test_a_running_manual_attempt_blocks_a_request_until_it_ends(
     run(scenario())
 
 
+def test_a_manual_attempt_left_running_stops_blocking_after_stale_manual_after(
+        make_backend: Callable[[], Backend]) -> None:
+    # a manual run holds no lease: one whose instance was killed stays "running"
+    async def scenario() -> None:
+        backend = await opened(make_backend)
+        assert backend.stale_manual_after == 3600.0  # the documented default
+        backend.stale_manual_after = 1.0
+        await backend.start_manual("job", "killed", int(time.time() * 1000))
+        assert await refusal(backend) == "running"
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                await backend.request_trigger("job", None, exclusive=True)
+                break
+            except TriggerRefusedError as exc:
+                reason = exc.reason
+            assert reason == "running"
+            assert time.monotonic() < deadline, "the stale manual attempt blocks for ever"
+            await asyncio.sleep(0.05)
+        assert len(await backend.take_triggers(["job"])) == 1
+        await backend.close()
+
+    run(scenario())
+
+
 def test_racing_requesters_store_one_request(make_backend: Callable[[], Backend]) -> None:
     async def scenario() -> None:
         backends = [await opened(make_backend) for _ in range(4)]

@@ -27,7 +27,8 @@ WITH blocked AS (
         WHEN EXISTS (SELECT 1 FROM {{triggers}} t WHERE t.job = %(job)s
                      AND t.requested_at >= {_NOW_MS} - %(ttl_ms)s) THEN 'pending'
         WHEN EXISTS (SELECT 1 FROM {{attempts}} a WHERE a.job = %(job)s AND a.manual
-                     AND a.status = 'running') THEN 'running'
+                     AND a.status = 'running'
+                     AND a.started_at >= {_NOW_MS} - %(stale_ms)s) THEN 'running'
     END AS why
 ), requested AS (
     INSERT INTO {{triggers}} (job, data, requested_at)
@@ -91,7 +92,7 @@ class PostgresTriggers(PostgresValues, TriggerDefaults):
         results = await self._serialised("trigger", [self._lock(name), (
             self._trigger_queries["request"],
             {"job": name, "data": data, "channel": self.channel, "exclusive": exclusive,
-             "ttl_ms": self.trigger_ttl_ms()})])
+             "ttl_ms": self.trigger_ttl_ms(), "stale_ms": self.stale_manual_ms()})])
         why, ident, _ = results[-1][0]
         if why is not None:
             raise refused(name, why)

@@ -50,13 +50,23 @@ class RedisTriggers(TriggerDefaults):
         return request_id
 
     async def _manual_running(self, name: str) -> bool:
-        for raw in await self.store.command("HVALS", self.store.keys(name).att) or []:
+        """Whether a manual attempt of ``name`` started less than ``stale_manual_after``
+        ago (by the server's clock) is still running."""
+        now, values = await self.store.pipeline([("TIME",),
+                                                 ("HVALS", self.store.keys(name).att)])
+        for reply in (now, values):
+            if isinstance(reply, Exception):
+                raise self.store.translate(reply)
+        oldest = int(text(now[0])) * 1000 + int(text(now[1])) // 1000 - self.stale_manual_ms()
+        for raw in values or []:
             try:
                 record = json.loads(text(raw))
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("manual") \
-                    and record.get("status") == "running":
+                    and record.get("status") == "running" \
+                    and isinstance(record.get("start"), (int, float)) \
+                    and record["start"] >= oldest:
                 return True
         return False
 

@@ -36,8 +36,9 @@ class SqliteTriggers(SqliteParts, TriggerDefaults):
                         raise refused(name, "pending")
                     if first(cur.execute(
                             f"""SELECT 1 FROM {t.attempts}
-                                WHERE job = ? AND manual = 1 AND status = 'running'""",
-                            (name,))) is not None:
+                                WHERE job = ? AND manual = 1 AND status = 'running'
+                                  AND started_at >= ?""",
+                            (name, now - self.stale_manual_ms()))) is not None:
                         raise refused(name, "running")
                 cur.execute(f"INSERT INTO {t.triggers} (job, data, requested_at) "
                             "VALUES (?, ?, ?)", (name, data, now))
