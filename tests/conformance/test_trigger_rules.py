@@ -76,6 +76,20 @@ def test_a_running_manual_attempt_blocks_a_request_until_it_ends(
     run(scenario())
 
 
+async def _accepted_once_unblocked(backend: Backend, blocked_by: str) -> str:
+    """Request ``job`` exclusively until the store accepts (within 10 s); every refusal
+    before must be for ``blocked_by``. Returns the request's id."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return await backend.request_trigger("job", None, exclusive=True)
+        except TriggerRefusedError as exc:
+            reason = exc.reason
+        assert reason == blocked_by
+        assert time.monotonic() < deadline, f"still blocked ({blocked_by}) after 10 s"
+        await asyncio.sleep(0.05)
+
+
 def test_a_manual_attempt_left_running_stops_blocking_after_stale_manual_after(
         make_backend: Callable[[], Backend]) -> None:
     # a manual run holds no lease: one whose instance was killed stays "running"
@@ -85,16 +99,7 @@ def test_a_manual_attempt_left_running_stops_blocking_after_stale_manual_after(
         backend.stale_manual_after = 1.0
         await backend.start_manual("job", "killed", int(time.time() * 1000))
         assert await refusal(backend) == "running"
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                await backend.request_trigger("job", None, exclusive=True)
-                break
-            except TriggerRefusedError as exc:
-                reason = exc.reason
-            assert reason == "running"
-            assert time.monotonic() < deadline, "the stale manual attempt blocks for ever"
-            await asyncio.sleep(0.05)
+        await _accepted_once_unblocked(backend, "running")
         assert len(await backend.take_triggers(["job"])) == 1
         await backend.close()
 
@@ -126,16 +131,8 @@ def test_an_expired_request_is_dropped_unrun(make_backend: Callable[[], Backend]
     async def scenario() -> None:
         backend = await opened(make_backend, ttl=1.0)
         await backend.request_trigger("job", None, exclusive=True)
-        deadline = time.monotonic() + 10
-        while True:  # once the first request has expired, it no longer blocks
-            try:
-                second = await backend.request_trigger("job", None, exclusive=True)
-                break
-            except TriggerRefusedError as exc:
-                reason = exc.reason
-            assert reason == "pending"
-            assert time.monotonic() < deadline, "the request never expired"
-            await asyncio.sleep(0.05)
+        # once the first request has expired, it no longer blocks
+        second = await _accepted_once_unblocked(backend, "pending")
         # the expired one is dropped, never handed out; the live one is
         assert [t.id for t in await backend.take_triggers(["job"])] == [second]
         assert await backend.take_triggers(["job"]) == []
