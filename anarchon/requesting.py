@@ -29,7 +29,9 @@ class TriggerCalls:
 
         ``data`` must be JSON-serialisable; it is stored until the run starts, so it must
         not hold secrets. Returns the request id. One manual run at a time: while a
-        request for ``name`` is pending or a manual run of it is running, this raises
+        request for ``name`` is pending or a manual run of it is running (one started
+        more than ``backend.stale_manual_after``, default 1 hour, ago no longer counts:
+        its instance was most likely killed), this raises
         [`TriggerRefusedError`][anarchon.errors.TriggerRefusedError], unless the job is
         declared here with ``overlap="allow"``. A request no instance takes within
         ``backend.trigger_ttl`` (default ``max(lease, 60 s)``) is dropped unrun.
