@@ -42,6 +42,7 @@ from anarchon.slots import ms_to_datetime
 
 from .claim_rounds import judge_batch
 from .control import ControlOperations
+from .finish_rounds import finish_batch
 from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 from .worker import database_ms
 
@@ -277,32 +278,16 @@ class Store(ControlOperations):
         return self.finish_many([finish])[0]
 
     def finish_many(self, finishes: Sequence[Finish]) -> list[bool]:
-        """Record every outcome as ``finish`` would, in one transaction at one store time;
-        one answer per finish, in list order. They are written in job-name order (a
-        stable sort: two finishes of one run keep theirs, the second sees the first),
-        so two batches take the rows of their jobs in one order. The caller has
+        """Record every outcome as ``finish`` would, in one transaction at one store time,
+        with a few bulk statements (``anarchon_django.store.finish_rounds``); one answer
+        per finish, in list order (a second finish of one run sees the first). The
+        batch's runs are locked in job order, as claims lock them. The caller has
         validated them."""
         if not finishes:
             return []
-        order = sorted(range(len(finishes)), key=lambda i: finishes[i].name)
-        answers = [False] * len(finishes)
         with transaction.atomic(using=self.alias):
             self._sqlite_write_lock()
-            now = self.now()
-            for i in order:
-                answers[i] = self._finish(finishes[i], now)
-        return answers
-
-    def _finish(self, finish: Finish, now: int) -> bool:
-        held = HeldRun(finish.name, finish.slot, finish.attempt)
-        if not self._fenced(finish.owner, held).update(state="done"):
-            return False
-        self._end_attempt(finish.name, finish.slot, finish.attempt, finish.status,
-                          finish.error, now)
-        self._prune(finish.name, finish.history_size, finish.history_ttl_ms, now)
-        self._runs().filter(job=finish.name, slot__lt=now - finish.retain_runs_ms).exclude(
-            state="running").delete()
-        return True
+            return finish_batch(self, finishes, self.now())
 
     def _prune(self, name: str, size: int, ttl_ms: int | None, now: int) -> None:
         done = self._attempts().filter(job=name).exclude(status="running")

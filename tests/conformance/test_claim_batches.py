@@ -170,6 +170,50 @@ def test_a_mixed_batch_gives_each_job_its_own_answer(
 
 
 @only_lease_stores(*ONE_CALL_BATCHES)
+def test_a_batch_of_finishes_records_each_as_one_by_one(
+        make_backend: Callable[[], Backend]) -> None:
+    """Twice the same run, different outcomes side by side, and history bounded per job
+    by its own limit, all in one ``finish_many``."""
+    async def body() -> None:
+        backend = await opened(make_backend, ["a", "b", "c"])
+        try:
+            first = now_ms() - 3_000
+            slots = [first, first + 1_000, first + 2_000]
+            batch = [req(name, slot, "A", overlap="allow") for name in ("a", "b", "c")
+                     for slot in slots]
+            assert set(answers(await backend.claim_many(batch))) == {("won", 1)}
+
+            def ended(name: str, slot: int, status: Any = "success", error: str | None = None,
+                      size: int = 10) -> Finish:
+                return Finish(name=name, slot=slot, owner="A", attempt=1, status=status,
+                              error=error, history_size=size, history_ttl_ms=None,
+                              retain_runs_ms=3_600_000)
+
+            recorded = await backend.finish_many([
+                ended("a", slots[0]),
+                ended("a", slots[0], "failure", "late echo"),  # the same run: fenced out
+                ended("b", slots[0], "failure", "KeyError: 'x'"),
+                ended("b", slots[1], "failure", "ValueError: y"),
+                ended("b", slots[2]),
+                *(ended("c", slot, size=2) for slot in slots),
+            ])
+            assert recorded == [True, False, True, True, True, True, True, True]
+            a = await backend.history("a", 10)
+            assert [(r.slot, r.status, r.error) for r in a if r.slot == slots[0]] == [
+                (slots[0], "success", None)]
+            b = {r.slot: (r.status, r.error) for r in await backend.history("b", 10)}
+            assert b == {slots[0]: ("failure", "KeyError: 'x'"),
+                         slots[1]: ("failure", "ValueError: y"), slots[2]: ("success", None)}
+            # c's own history_size of 2 keeps its two newest attempts
+            assert sorted(r.slot for r in await backend.history("c", 10)) == slots[1:]
+            assert len(await backend.history("b", 10)) == 3  # b's limit is its own
+        finally:
+            await backend.close()
+
+    run(body())
+
+
+@only_lease_stores(*ONE_CALL_BATCHES)
 def test_a_batch_is_validated_before_any_write(
         make_backend: Callable[[], Backend]) -> None:
     async def body() -> None:

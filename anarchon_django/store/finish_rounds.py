@@ -1,0 +1,96 @@
+"""A batch of finishes recorded set by set: a few statements per batch, not per finish.
+
+[`Store.finish_many`][anarchon_django.store.operations.Store.finish_many] records every
+outcome of a batch inside one transaction:
+
+* one locked read of the batch's runs (``select_for_update``, in job and slot order, the
+  order claims lock runs in);
+* the fences decided from that read in list order, as finishes one by one would decide
+  them (a second finish of one run sees the first);
+* the winners written with bulk statements: the runs marked done in one statement, the
+  attempts' ends in one statement per distinct outcome (every success of the batch in
+  one), each job's history bounded once, and old runs deleted in one statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from django.db.models import Q
+
+from anarchon.backends.base import Finish
+
+if TYPE_CHECKING:
+    from .operations import Store
+
+#: finishes per locked read (bounds the statements' parameter counts)
+CHUNK = 200
+
+
+@dataclass
+class _Run:
+    ident: int
+    owner: str
+    attempt: int
+    running: bool
+
+
+def finish_batch(store: Store, finishes: Sequence[Finish], now: int) -> list[bool]:
+    """One answer per finish, in list order, recorded inside the caller's transaction."""
+    answers: list[bool] = []
+    for start in range(0, len(finishes), CHUNK):
+        answers += _finish_chunk(store, finishes[start:start + CHUNK], now)
+    return answers
+
+
+def _finish_chunk(store: Store, finishes: Sequence[Finish], now: int) -> list[bool]:
+    keys = sorted({(f.name, f.slot) for f in finishes})
+    rows = (store._runs().select_for_update()
+            .filter(Q(*(Q(job=job, slot=slot) for job, slot in keys), _connector=Q.OR))
+            .order_by("job", "slot")
+            .values_list("id", "job", "slot", "owner", "attempt", "state"))
+    runs = {(job, slot): _Run(ident, owner, attempt, state == "running")
+            for ident, job, slot, owner, attempt, state in rows}
+    answers: list[bool] = []
+    won: list[Finish] = []
+    done: list[int] = []
+    for finish in finishes:
+        run = runs.get((finish.name, finish.slot))
+        holds = (run is not None and run.running and run.owner == finish.owner
+                 and run.attempt == finish.attempt)
+        if run is not None and holds:
+            run.running = False
+            won.append(finish)
+            done.append(run.ident)
+        answers.append(holds)
+    if won:
+        store._runs().filter(pk__in=done).update(state="done")
+        _end_attempts(store, won, now)
+        _bound(store, won, now)
+    return answers
+
+
+def _end_attempts(store: Store, won: Sequence[Finish], now: int) -> None:
+    """The winners' attempts ended: one statement per distinct (status, error)."""
+    outcomes: dict[tuple[str, str | None], list[Finish]] = {}
+    for finish in won:
+        outcomes.setdefault((finish.status, finish.error), []).append(finish)
+    for (status, error), group in outcomes.items():
+        which = Q(*(Q(job=f.name, slot=f.slot, attempt=f.attempt) for f in group),
+                  _connector=Q.OR)
+        store._attempts().filter(which, manual=False, status="running").update(
+            status=status, error=error, finished_at=now)
+
+
+def _bound(store: Store, won: Sequence[Finish], now: int) -> None:
+    """Each job's history bounded once (by its newest finish's limits), and the runs
+    older than each job's ``retain_runs_ms`` deleted in one statement."""
+    newest = {finish.name: finish for finish in won}
+    for name in sorted(newest):
+        finish = newest[name]
+        store._prune(name, finish.history_size, finish.history_ttl_ms, now)
+    old = Q(*(Q(job=name, slot__lt=now - f.retain_runs_ms) for name, f in newest.items()),
+            _connector=Q.OR)
+    store._runs().filter(old).exclude(state="running").delete()
