@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.db.models import Q
+from django.db.models import F, Q, Window
+from django.db.models.functions import RowNumber
 
 from anarchon.backends.base import Finish
 
@@ -85,12 +86,27 @@ def _end_attempts(store: Store, won: Sequence[Finish], now: int) -> None:
 
 
 def _bound(store: Store, won: Sequence[Finish], now: int) -> None:
-    """Each job's history bounded once (by its newest finish's limits), and the runs
-    older than each job's ``retain_runs_ms`` deleted in one statement."""
+    """Each job's history bounded by its newest finish's limits (one ranked read and one
+    delete per distinct ``history_size``, one delete per distinct ``history_ttl_ms``),
+    and the runs older than each job's ``retain_runs_ms`` deleted in one statement."""
     newest = {finish.name: finish for finish in won}
-    for name in sorted(newest):
-        finish = newest[name]
-        store._prune(name, finish.history_size, finish.history_ttl_ms, now)
+    by_size: dict[int, list[str]] = {}
+    by_ttl: dict[int, list[str]] = {}
+    for name, finish in sorted(newest.items()):
+        by_size.setdefault(finish.history_size, []).append(name)
+        if finish.history_ttl_ms is not None:
+            by_ttl.setdefault(finish.history_ttl_ms, []).append(name)
+    attempts = store._attempts().exclude(status="running")
+    for size, names in by_size.items():
+        # a finished attempt ranked past its job's newest ``size`` (as _prune ranks them)
+        ranked = attempts.filter(job__in=names).annotate(rank=Window(
+            RowNumber(), partition_by=[F("job")],
+            order_by=[F("started_at").desc(), F("id").desc()]))
+        surplus = list(ranked.filter(rank__gt=size).values_list("id", flat=True))
+        if surplus:
+            store._attempts().filter(pk__in=surplus).delete()
+    for ttl_ms, names in by_ttl.items():
+        attempts.filter(job__in=names, started_at__lt=now - ttl_ms).delete()
     old = Q(*(Q(job=name, slot__lt=now - f.retain_runs_ms) for name, f in newest.items()),
             _connector=Q.OR)
     store._runs().filter(old).exclude(state="running").delete()

@@ -173,21 +173,22 @@ def test_a_mixed_batch_gives_each_job_its_own_answer(
 def test_a_batch_of_finishes_records_each_as_one_by_one(
         make_backend: Callable[[], Backend]) -> None:
     """Twice the same run, different outcomes side by side, and history bounded per job
-    by its own limit, all in one ``finish_many``."""
+    by its own limits (size, age), all in one ``finish_many``."""
     async def body() -> None:
-        backend = await opened(make_backend, ["a", "b", "c"])
+        backend = await opened(make_backend, ["a", "b", "c", "d"])
         try:
             first = now_ms() - 3_000
             slots = [first, first + 1_000, first + 2_000]
-            batch = [req(name, slot, "A", overlap="allow") for name in ("a", "b", "c")
+            batch = [req(name, slot, "A", overlap="allow") for name in ("a", "b", "c", "d")
                      for slot in slots]
             assert set(answers(await backend.claim_many(batch))) == {("won", 1)}
 
             def ended(name: str, slot: int, status: Any = "success", error: str | None = None,
-                      size: int = 10) -> Finish:
+                      size: int = 10, ttl_ms: int | None = None) -> Finish:
                 return Finish(name=name, slot=slot, owner="A", attempt=1, status=status,
-                              error=error, history_size=size, history_ttl_ms=None,
+                              error=error, history_size=size, history_ttl_ms=ttl_ms,
                               retain_runs_ms=3_600_000)
+
 
             recorded = await backend.finish_many([
                 ended("a", slots[0]),
@@ -196,8 +197,11 @@ def test_a_batch_of_finishes_records_each_as_one_by_one(
                 ended("b", slots[1], "failure", "ValueError: y"),
                 ended("b", slots[2]),
                 *(ended("c", slot, size=2) for slot in slots),
+                *(ended("d", slot, ttl_ms=1) for slot in slots[:2]),
             ])
-            assert recorded == [True, False, True, True, True, True, True, True]
+            assert recorded == [True, False, *[True] * 8]
+            await asyncio.sleep(0.01)  # d's first attempts are older than its history_ttl
+            assert await backend.finish_many([ended("d", slots[2], ttl_ms=1)]) == [True]
             a = await backend.history("a", 10)
             assert [(r.slot, r.status, r.error) for r in a if r.slot == slots[0]] == [
                 (slots[0], "success", None)]
@@ -207,6 +211,8 @@ def test_a_batch_of_finishes_records_each_as_one_by_one(
             # c's own history_size of 2 keeps its two newest attempts
             assert sorted(r.slot for r in await backend.history("c", 10)) == slots[1:]
             assert len(await backend.history("b", 10)) == 3  # b's limit is its own
+            # older than d's history_ttl (the attempts a batch ends may stay until the next)
+            assert {r.slot for r in await backend.history("d", 10)} <= {slots[2]}
         finally:
             await backend.close()
 
