@@ -6,11 +6,14 @@ by an older anarchon needs no migration.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from psycopg import errors, sql
+from psycopg import sql
 
 from ...names import check_table_name
+from .links import Session
+from .queries import SETUP_LOCK
 
 _CREATE = """CREATE TABLE IF NOT EXISTS {values} (
     job text NOT NULL, field text NOT NULL, value text NOT NULL,
@@ -27,7 +30,12 @@ class PostgresValues:
     [`PostgresBackend`][anarchon.backends.postgres.PostgresBackend] (uses its sessions)."""
 
     table: str
+    _qualified: str
     _values_ready: bool = False
+
+    def _session(self, what: str, heartbeat: bool = False
+                 ) -> contextlib.AbstractAsyncContextManager[Session]:
+        raise NotImplementedError  # provided by PostgresBackend
 
     async def _fetch(self, what: str, query: Any, params: Any = None, *,
                      heartbeat: bool = False) -> list[Any]:
@@ -42,13 +50,12 @@ class PostgresValues:
     async def _values_table(self) -> None:
         if self._values_ready:
             return
-        try:
-            await self._fetch("create values table", self._values_query(_CREATE))
-        except Exception as exc:
-            # two instances creating it at once: one of them meets the other's row type
-            # (unique violation) or, past IF NOT EXISTS's check, the table itself
-            if not isinstance(exc.__cause__, (errors.UniqueViolation, errors.DuplicateTable)):
-                raise
+        # under the tables' setup lock: two instances running CREATE TABLE IF NOT EXISTS
+        # at once race on the catalog (the loser meets the winner's table, row type or
+        # its unique index entry)
+        async with self._session("create values table") as session, session.transaction():
+            await session.fetch(sql.SQL(SETUP_LOCK), {"table": self._qualified})
+            await session.fetch(self._values_query(_CREATE))
         self._values_ready = True
 
     async def read_value(self, name: str, field: str) -> str | None:
