@@ -138,7 +138,9 @@ def test_an_old_install_upgrades_in_place_keeping_its_history(
 
     async def old_history() -> int:
         await old.register([JobSpec("nightly", "cron", "0 2 * * *")])
-        slot = (await old.claim(ClaimRequest("nightly", 0, "old", "takeover", 1, 1, 1,
+        # a takeover of a run that does not exist writes nothing and tells the store's
+        # time (a 60 s lease: a claim may wait a quarter of its lease for the lock)
+        slot = (await old.claim(ClaimRequest("nightly", 0, "old", "takeover", 60_000, 1, 1,
                                              "allow"))).store_ms
         await old.claim(ClaimRequest("nightly", slot, "old", "scheduled", 60_000, 60_000, 3,
                                      "allow"))
