@@ -59,13 +59,14 @@ def _finish_chunk(store: Store, finishes: Sequence[Finish], now: int) -> list[bo
     done: list[int] = []
     for finish in finishes:
         run = runs.get((finish.name, finish.slot))
-        holds = (run is not None and run.running and run.owner == finish.owner
-                 and run.attempt == finish.attempt)
-        if run is not None and holds:
-            run.running = False
-            won.append(finish)
-            done.append(run.ident)
-        answers.append(holds)
+        if run is None or not (run.running and run.owner == finish.owner
+                               and run.attempt == finish.attempt):
+            answers.append(False)
+            continue
+        run.running = False
+        won.append(finish)
+        done.append(run.ident)
+        answers.append(True)
     if won:
         store._runs().filter(pk__in=done).update(state="done")
         _end_attempts(store, won, now)
@@ -86,19 +87,30 @@ def _end_attempts(store: Store, won: Sequence[Finish], now: int) -> None:
 
 
 def _bound(store: Store, won: Sequence[Finish], now: int) -> None:
-    """Each job's history bounded by its newest finish's limits (one ranked read and one
-    delete per distinct ``history_size``, one delete per distinct ``history_ttl_ms``),
-    and the runs older than each job's ``retain_runs_ms`` deleted in one statement."""
+    """Each job's history bounded by its newest finish's limits, and the runs older than
+    each job's ``retain_runs_ms`` deleted in one statement."""
     newest = {finish.name: finish for finish in won}
+    bound_history(store, {name: (f.history_size, f.history_ttl_ms)
+                          for name, f in newest.items()}, now)
+    old = Q(*(Q(job=name, slot__lt=now - f.retain_runs_ms) for name, f in newest.items()),
+            _connector=Q.OR)
+    store._runs().filter(old).exclude(state="running").delete()
+
+
+def bound_history(store: Store, limits: dict[str, tuple[int, int | None]], now: int
+                  ) -> None:
+    """Keep each job's newest ``size`` finished attempts (manual ones count) and drop
+    those older than its ``ttl_ms``, for ``limits`` = job -> (size, ttl_ms): one ranked
+    read and one delete per distinct size, one delete per distinct ttl."""
     by_size: dict[int, list[str]] = {}
     by_ttl: dict[int, list[str]] = {}
-    for name, finish in sorted(newest.items()):
-        by_size.setdefault(finish.history_size, []).append(name)
-        if finish.history_ttl_ms is not None:
-            by_ttl.setdefault(finish.history_ttl_ms, []).append(name)
+    for name, (size, ttl_ms) in sorted(limits.items()):
+        by_size.setdefault(size, []).append(name)
+        if ttl_ms is not None:
+            by_ttl.setdefault(ttl_ms, []).append(name)
     attempts = store._attempts().exclude(status="running")
     for size, names in by_size.items():
-        # a finished attempt ranked past its job's newest ``size`` (as _prune ranks them)
+        # newest first, the id breaking ties between attempts started in one millisecond
         ranked = attempts.filter(job__in=names).annotate(rank=Window(
             RowNumber(), partition_by=[F("job")],
             order_by=[F("started_at").desc(), F("id").desc()]))
@@ -107,6 +119,3 @@ def _bound(store: Store, won: Sequence[Finish], now: int) -> None:
             store._attempts().filter(pk__in=surplus).delete()
     for ttl_ms, names in by_ttl.items():
         attempts.filter(job__in=names, started_at__lt=now - ttl_ms).delete()
-    old = Q(*(Q(job=name, slot__lt=now - f.retain_runs_ms) for name, f in newest.items()),
-            _connector=Q.OR)
-    store._runs().filter(old).exclude(state="running").delete()

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import F, Q
+from django.db.models import F
 
 from anarchon.backends.base import (
     EARLY_TOLERANCE_MS,
@@ -42,7 +42,7 @@ from anarchon.slots import ms_to_datetime
 
 from .claim_rounds import judge_batch
 from .control import ControlOperations
-from .finish_rounds import finish_batch
+from .finish_rounds import bound_history, finish_batch
 from .models import StoreAttempt, StoreJob, StoreRun, StoreTrigger, StoreValue
 from .worker import database_ms
 
@@ -289,16 +289,6 @@ class Store(ControlOperations):
             self._sqlite_write_lock()
             return finish_batch(self, finishes, self.now())
 
-    def _prune(self, name: str, size: int, ttl_ms: int | None, now: int) -> None:
-        done = self._attempts().filter(job=name).exclude(status="running")
-        # the newest ``size`` finished attempts stay; no LIMIT in a subquery (MySQL)
-        cut = done.order_by("-started_at", "-id").values_list("started_at", "id")[size:size + 1]
-        for started, ident in cut:
-            done.filter(Q(started_at__lt=started) | Q(started_at=started, id__lte=ident)
-                        ).delete()
-        if ttl_ms is not None:
-            done.filter(started_at__lt=now - ttl_ms).delete()
-
     def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         """A running manual attempt; its id is the token."""
         attempt = self._attempts().create(job=name, slot=started_ms, attempt=1, instance=owner,
@@ -316,7 +306,7 @@ class Store(ControlOperations):
             name = rows.values_list("job", flat=True).first()
             rows.update(status=status, error=error, finished_at=now)
             if name is not None:
-                self._prune(name, history_size, history_ttl_ms, now)
+                bound_history(self, {name: (history_size, history_ttl_ms)}, now)
 
     def history(self, name: str, count: int) -> list[RunRecord]:
         """Newest-first attempts of ``name``."""
