@@ -20,6 +20,7 @@ from .backlog import Backlog
 from .durations import to_ms
 from .jobs import Job
 from .recovery import Recovery
+from .skip_records import SkipRecords
 from .slots import AtSchedule
 
 if TYPE_CHECKING:
@@ -35,6 +36,8 @@ class Claims:
         self.host = host
         #: the slots given up (counted per job; a warning when claims fall behind)
         self.backlog = Backlog()
+        #: the slots given up as late or overlapping, written to history
+        self.skip_records = SkipRecords(host)
         #: slots refused as ``early`` whose one later claim is pending
         self._early: set[RunKey] = set()
         #: claims whose answer was lost: retried once the store answers
@@ -156,8 +159,10 @@ class Claims:
                 outcome == "overlap" and reason != "takeover"):
             if outcome == "late":
                 self.backlog.late(job.name, slot, store_ms)
+                self.skip_records.add(job, slot, "late")
             else:
                 self.backlog.skip(job.name, outcome)
+                self.skip_records.add(job, slot, "overlap")
             self.host._emit("skip", job.name, slot, reason=outcome)
 
     async def _stale(self, job: Job, request: ClaimRequest) -> None:

@@ -52,6 +52,8 @@ CLAIM_GRID_MS = 20.0
 BATCH_WINDOW_S = 0.0
 #: longest sleep of the planner: a wall-clock step (NTP) is noticed within this (seconds)
 MAX_NAP = 30.0
+#: records ``last_run()`` reads to find the newest attempt among skip records
+LAST_RUN_LOOKBACK = 50
 
 
 class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
@@ -222,6 +224,7 @@ class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
                 logger.warning("%d run(s) outlived stop(timeout=%gs); a backup takes them "
                                "over when their lease expires", len(pending), wait)
                 await cancel_and_wait(pending)
+        await self._claiming.skip_records.drain()
         self._closed = True
         await cancel_and_wait(list(self._tasks))
         await self._attempts.stop_leases()
@@ -431,9 +434,9 @@ class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
         return await self.backend.history(name, count)
 
     async def last_run(self, name: str) -> RunRecord | None:
-        """The newest attempt of ``name``, or ``None``."""
-        records = await self.history(name, 1)
-        return records[0] if records else None
+        """The newest attempt of ``name`` (skip records passed over), or ``None``."""
+        records = await self.history(name, LAST_RUN_LOOKBACK)
+        return next((r for r in records if r.status != "skipped"), None)
 
 
 def _log_crash(task: asyncio.Task[Any]) -> None:

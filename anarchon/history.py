@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-RunStatus = Literal["running", "success", "failure", "interrupted"]
-RunReason = Literal["scheduled", "manual", "catch-up", "takeover"]
+RunStatus = Literal["running", "success", "failure", "interrupted", "skipped"]
+#: why an attempt started (``scheduled`` … ``takeover``), or, on a ``skipped`` record, why
+#: its slot was given up (``late``, ``overlap``)
+RunReason = Literal["scheduled", "manual", "catch-up", "takeover", "late", "overlap"]
+#: every status and every reason a record can have (for filters and choices)
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+RUN_REASONS: tuple[str, ...] = get_args(RunReason)
 
 
 @dataclass(frozen=True)
@@ -18,6 +23,12 @@ class RunRecord:
     attempt, the latest note a worker left
     ([`anarchon.AsyncTracker.note()`][anarchon.tracking.AsyncTracker.note], e.g.
     ``"retrying: …"``), replaced when the attempt ends.
+
+    A slot given up is recorded once, cluster-wide, on the lease stores: ``status``
+    ``"skipped"``, ``attempt`` 0, ``reason`` ``"late"`` (its claims reached the store
+    after ``slot + max_late``) or ``"overlap"`` (``overlap="skip"`` and an earlier run
+    still held its lease), ``started_at`` = ``finished_at`` = when it was recorded. It
+    counts toward ``history_size``; ``last_run()`` passes over it.
     """
 
     name: str

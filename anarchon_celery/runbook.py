@@ -21,6 +21,8 @@ from anarchon import Event, RunRecord
 from anarchon.slots import ms_to_datetime
 
 logger = logging.getLogger("anarchon.celery")
+#: records read per entry at start to find its last published run among skip records
+LOOKBACK = 20
 
 History = Callable[[str, int], list[RunRecord]]
 
@@ -61,12 +63,14 @@ class RunBook:
         def read() -> None:
             for name in names:
                 try:
-                    records = history(name, 1)
+                    records = history(name, LOOKBACK)
                 except Exception as exc:  # the store is down: events still move it
                     logger.debug("anarchon_celery: last run of %r not read: %s", name, exc)
                     return
-                if records and not records[0].manual:
-                    self.seen(name, records[0].slot, count=False)
+                # a skip record (a slot given up as late or overlapping) was not published
+                last = next((r for r in records if r.status != "skipped"), None)
+                if last is not None and not last.manual:
+                    self.seen(name, last.slot, count=False)
 
         thread = threading.Thread(target=read, name="anarchon-celery-runbook", daemon=True)
         thread.start()

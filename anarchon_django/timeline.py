@@ -14,7 +14,8 @@ from anarchon import RunRecord
 
 PALETTE = ("#417690", "#e08b2c", "#5b9a3c", "#8e5ea2", "#c0504d", "#2a9d8f", "#b08d57",
            "#6c7a89")
-STATUS_STROKE = {"failure": "#ba2121", "interrupted": "#c77700", "running": "#000000"}
+STATUS_STROKE = {"failure": "#ba2121", "interrupted": "#c77700", "running": "#000000",
+                 "skipped": "#999999"}
 LABEL_WIDTH, CHART_WIDTH, ROW_HEIGHT, TOP = 170, 760, 26, 26
 LABEL_CHARS = 26  # longer job names end in "…"; the full name is the label's tooltip
 

@@ -33,6 +33,7 @@ from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
 from .control import ControlDefaults
+from .skips import Skip
 from .trigger_rules import TriggerDefaults
 from .trigger_rules import TriggerRequest as TriggerRequest
 
@@ -228,6 +229,8 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
     #: whether runtime control is supported: control records, the version fence in
     #: claims, ``poll()`` with the generation (``anarchon.backends.control``)
     supports_control: ClassVar[bool] = False
+    #: whether ``record_skips()`` writes skip records to history (the lease stores)
+    supports_skip_records: ClassVar[bool] = False
 
     def refused_options(self) -> dict[str, str]:
         """The scheduler and job options this backend refuses, each with why (the end of
@@ -298,6 +301,15 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
         answers = await asyncio.gather(*(self.finish(f) for f in finishes),
                                        return_exceptions=True)
         return [_answer(a) for a in answers]
+
+    async def record_skips(self, skips: Sequence[Skip]) -> None:
+        """Write slots given up as ``late`` or ``overlap`` to history, at most one record
+        per slot whichever instances ask (the rules: ``anarchon.backends.skips``), then
+        bound each job's history as a finish does. All are checked before any write.
+
+        This default writes nothing: a backend without ``supports_skip_records`` keeps
+        skips only as counts (``jobs()``) and log lines.
+        """
 
     async def confirm(self, request: ClaimRequest) -> int:
         """After an ambiguous claim (reply lost), the attempt this owner holds, else 0.

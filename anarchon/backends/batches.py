@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from ..names import check_job_name
 from .base import ClaimRequest, Finish
+from .skips import SKIP_REASONS, Skip
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -71,6 +72,25 @@ def check_finishes(finishes: Sequence[Finish]) -> None:
             _check_int(finish.history_ttl_ms, "history_ttl_ms", 0)
 
 
+def check_skips(skips: Sequence[Skip]) -> list[Skip]:
+    """Refuse (``ValueError``/``TypeError`` naming the field) any malformed skip; the
+    skips with one record per ``(job, slot)`` (the first of each, order kept)."""
+    unique: dict[tuple[str, int], Skip] = {}
+    for skip in skips:
+        check_job_name(skip.name)
+        if skip.reason not in SKIP_REASONS:
+            raise ValueError(f"skip reason must be one of {sorted(SKIP_REASONS)}, "
+                             f"got {skip.reason!r}")
+        if not isinstance(skip.owner, str) or not skip.owner:
+            raise ValueError(f"skip owner must be a non-empty str, got {skip.owner!r}")
+        _check_int(skip.slot, "slot", -(2 ** 62))
+        _check_int(skip.history_size, "history_size", 0)
+        if skip.history_ttl_ms is not None:
+            _check_int(skip.history_ttl_ms, "history_ttl_ms", 0)
+        unique.setdefault((skip.name, skip.slot), skip)
+    return list(unique.values())
+
+
 def rounds(items: Sequence[T], job: Callable[[T], str]) -> list[list[int]]:
     """The positions of ``items`` cut into rounds where each job appears at most once:
     round ``k`` holds the ``k``-th item of every job, positions in list order."""
@@ -93,7 +113,8 @@ async def lone(many: Callable[[list[T]], Awaitable[Sequence[R | Exception]]], it
     return answer
 
 
-__all__ = ["CLAIM_REASONS", "FINISH_STATUSES", "check_claims", "check_finishes", "lone", "rounds"]
+__all__ = ["CLAIM_REASONS", "FINISH_STATUSES", "check_claims", "check_finishes", "check_skips",
+           "lone", "rounds"]
 
 
 #: the longest a claim may wait before it is applied (seconds), at most: one applied

@@ -35,14 +35,16 @@ from anarchon.backends.base import (
     RunState,
     TriggerRequest,
 )
-from anarchon.backends.batches import check_claims, check_finishes
+from anarchon.backends.batches import check_claims, check_finishes, check_skips
 from anarchon.backends.control import ControlChange, ControlSnapshot
+from anarchon.backends.skips import Skip
 from anarchon.durations import DurationLike, parse_duration
 from anarchon.errors import IncompatibleStoreError
 from anarchon.history import RunRecord, RunStatus
 
 from .models import StoreRun
 from .operations import Store
+from .skip_records import record_skips
 from .worker import CLOCK_SQL, OrmThread
 
 T = TypeVar("T")
@@ -78,6 +80,7 @@ class DjangoBackend(LeaseBackend):
     supports_values = True
     supports_control = True
     supports_claim_batches = True
+    supports_skip_records = True
 
     def __init__(self, database: str | None = None, *,
                  trigger_ttl: DurationLike = 60.0) -> None:
@@ -198,6 +201,12 @@ class DjangoBackend(LeaseBackend):
         if not finishes:
             return []
         return list(await self._call(lambda: self.store.finish_many(finishes)))
+
+    async def record_skips(self, skips: Sequence[Skip]) -> None:
+        """Every skip record in one transaction (all checked first)."""
+        checked = check_skips(skips)
+        if checked:
+            await self._call(lambda: record_skips(self.store, checked))
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         return await self._call(lambda: self.store.start_manual(name, owner, started_ms))

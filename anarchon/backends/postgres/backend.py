@@ -32,8 +32,9 @@ from ..base import (
     RunState,
     Wakeup,
 )
-from ..batches import check_claims, check_finishes, lone
+from ..batches import check_claims, check_finishes, check_skips, lone
 from ..frameworks import stored_kind, stored_spec
+from ..skips import Skip
 from ..urls import split_options
 from ..wakeups import keep_listening
 from .control import PostgresControl
@@ -47,6 +48,7 @@ try:
     from . import control, queries
     from .claims import Statements, claim_answers, finish_answers, with_retries
     from .links import Link, Params, Query, Row, Session, Statement, make_link
+    from .skips import RECORD_SKIPS, skip_statements
     from .tables import Tables
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     _MISSING: ImportError | None = exc
@@ -78,6 +80,7 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
     supports_values = True
     supports_claim_batches = True
     supports_control = True
+    supports_skip_records = True
 
     def __init__(self, connection: object = "postgresql://localhost/postgres", *,
                  table: str = "anarchon_runs", pool_size: int = 4,
@@ -132,6 +135,7 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
         self._q_start_manual = q(queries.START_MANUAL)
         self._q_finish_manual = q(queries.FINISH_MANUAL)
         self._q_history = q(queries.HISTORY)
+        self._q_record_skips = q(RECORD_SKIPS)
         self._q_unfinished = q(queries.UNFINISHED)
         self.channel = wake_channel(schema, base)
         self._q_listen = sql.SQL("LISTEN {}").format(sql.Identifier(self.channel))
@@ -340,6 +344,13 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
             return []
         rows = await self._serialised("finish", self._statements.finishes(finishes))
         return list(finish_answers(rows, len(finishes)))
+
+    async def record_skips(self, skips: Sequence[Skip]) -> None:
+        """Every skip record in one transaction and round trip (all checked first)."""
+        checked = check_skips(skips)
+        if checked:
+            await self._serialised("record_skips", skip_statements(
+                self._qualified, sql.SQL(queries.JOB_LOCK), self._q_record_skips, checked))
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         """Insert a running manual attempt; the token is its row id."""

@@ -32,7 +32,7 @@ MAX_CONNECTIONS = 50
 
 _SCRIPT_NAMES = ("claim", "claim_many", "heartbeat", "release", "finish", "finish_many",
                  "manual", "read", "register", "claim_script", "triggers", "trigger_request",
-                 "note", "control")
+                 "note", "control", "skip")
 #: libraries prepended (after common.lua) to the scripts that share their functions
 _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
                 "finish": ("finish_lib",), "finish_many": ("finish_lib",)}

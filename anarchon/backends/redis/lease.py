@@ -59,6 +59,7 @@ from .records import (
     run_state,
     start_manual_record,
 )
+from .skips import RedisSkips
 from .strategies import comparison_backend
 from .urls import split_url
 from .values import RedisValues
@@ -68,7 +69,7 @@ STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
 logger = logging.getLogger("anarchon")
 
 
-class RedisBackend(RedisTriggers, RedisControl, RedisValues, LeaseBackend):
+class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBackend):
     """Redis (5+) as the store, holding leases (``strategy="lease"``, the only one).
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
@@ -85,6 +86,7 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, LeaseBackend):
     supports_claim_batches = True
     supports_values = True
     supports_control = True
+    supports_skip_records = True
 
     def __init__(self, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
                  prefix: str = "cron:", cluster: bool | None = None,

@@ -32,11 +32,13 @@ from ..base import (
     RunKey,
     RunState,
 )
-from ..batches import check_claims, check_finishes, claim_bound, lone
+from ..batches import check_claims, check_finishes, check_skips, claim_bound, lone
 from ..frameworks import stored_kind, stored_spec
+from ..skips import Skip
 from ..urls import split_options
 from .control import SqliteControl
 from .schema import FORMAT_VERSION, Tables
+from .skips import record_skips
 from .transactions import claim, end_attempt, finish_run, first, prune, record
 from .triggers import SqliteTriggers
 from .values import SqliteValues
@@ -61,6 +63,7 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
     supports_values = True
     supports_claim_batches = True
     supports_control = True
+    supports_skip_records = True
 
     def __init__(
         self,
@@ -394,6 +397,11 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
         ``finish()`` would; all are checked before any write."""
         check_finishes(finishes)
         return list(await self._each_in_one_transaction(finishes, finish_run))
+
+    async def record_skips(self, skips: Sequence[Skip]) -> None:
+        """Every skip record in one ``BEGIN IMMEDIATE`` transaction (all checked first)."""
+        checked = check_skips(skips)
+        await self._each_in_one_transaction([checked] if checked else [], record_skips)
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         def run(connection: sqlite3.Connection) -> str:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from anarchon import Event, JobNotFoundError, RunRecord, StoreError
 from anarchon.backends.frameworks import shown
 from anarchon.clierrors import describe
+from anarchon.history import RUN_REASONS, RUN_STATUSES
 from anarchon.tracebacks import summary
 
 from ... import control_args, controls
@@ -35,8 +36,8 @@ from ...runtime import (
 
 logger = logging.getLogger("anarchon_django")
 
-STATUSES = ("running", "success", "failure", "interrupted")
-REASONS = ("scheduled", "manual", "catch-up", "takeover")
+STATUSES = RUN_STATUSES
+REASONS = RUN_REASONS
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:

@@ -219,10 +219,10 @@ def test_failed_send_is_logged_at_error_and_recorded(db: str,
     assert "broker unreachable (test)" in (failed[0].error or "")
 
 
-def test_overlap_skips_are_logged_at_warning(broker: StubBroker, db: str,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_overlap_skips_are_logged_at_warning_and_recorded(
+        broker: StubBroker, db: str, caplog: pytest.LogCaptureFixture) -> None:
     """A tracked run nobody finishes holds its queue_lease: the slots meanwhile are
-    skipped, each one logged."""
+    skipped, each one logged and recorded in history (status ``skipped``)."""
     @ad.every("1s", track=True, queue_lease=3)
     @dramatiq.actor(broker=broker)  # no worker, no middleware: nothing finishes it
     def held() -> None: ...
@@ -235,6 +235,10 @@ def test_overlap_skips_are_logged_at_warning(broker: StubBroker, db: str,
     warnings = [r for r in caplog.records if "skipped" in r.getMessage()]
     assert all(r.levelno == logging.WARNING for r in warnings)
     assert "overlap" in warnings[0].getMessage()
+    records = [r for r in history_of(db, "held") if r.status == "skipped"]
+    assert len(records) >= 2 and {r.reason for r in records} == {"overlap"}, records
+    assert {r.attempt for r in records} == {0}
+    assert len({r.slot for r in records}) == len(records)
 
 
 @pytest.mark.parametrize("with_middleware", [True, False])
