@@ -2,9 +2,10 @@
 
 URLs (under the admin site, e.g. ``/admin/``):
 
-* ``anarchon_django/run/`` — history; GET filters ``job``, ``status``, ``reason``,
-  ``instance``, ``date`` (``today``, ``7d``, ``30d`` or ``YYYY-MM-DD``), search ``q``,
-  page ``p``. Needs ``anarchon_django.view_run``.
+* ``anarchon_django/run/`` — history, each attempt with its job's framework (as on the
+  Jobs page); GET filters ``job``, ``status``, ``reason``, ``instance``, ``date``
+  (``today``, ``7d``, ``30d`` or ``YYYY-MM-DD``), search ``q``, page ``p``. Needs
+  ``anarchon_django.view_run``.
 * ``anarchon_django/run/detail/?job=…&slot=…&attempt=…&manual=0|1`` — one attempt with
   its error. Needs ``anarchon_django.view_run``.
 * ``anarchon_django/job/`` — jobs, the framework that declared each (``celery``,
@@ -36,14 +37,15 @@ from django.views.decorators.http import require_POST
 
 from anarchon import RunRecord
 from anarchon.backends.frameworks import shown
+from anarchon.history import RUN_REASONS, RUN_STATUSES
 
 from . import controls, direct, history_page, job_pages, runtime, timeline
 from .dynamic_admin import DynamicJobAdmin
 from .models import DynamicJob, Job, Run
 from .store.operations import Store
 
-STATUSES = ("running", "success", "failure", "interrupted")
-REASONS = ("scheduled", "manual", "catch-up", "takeover")
+STATUSES = RUN_STATUSES
+REASONS = RUN_REASONS
 DATES = (("today", "Today"), ("7d", "Past 7 days"), ("30d", "Past 30 days"))
 PER_PAGE = 50
 TIMELINE_RUNS = 30  # recent attempts per job on the timeline
@@ -98,8 +100,10 @@ class RunAdmin(_ReadOnlyAdmin):
         records: list[RunRecord] = []
         all_records: list[RunRecord] = []
         error = None
+        labels: dict[str, str] = {}
         try:
-            names = runtime.job_names()
+            infos = runtime.job_infos()  # once per page: the names and each job's framework
+            names, labels = [info.name for info in infos], history_page.frameworks(infos)
             all_records = runtime.history_all(job=query["job"] or None,
                                               search=query["q"] or None)
             records = [r for r in all_records
@@ -120,7 +124,8 @@ class RunAdmin(_ReadOnlyAdmin):
             _filter("date", "By date", list(DATES), query),
         ]
         detail = reverse("admin:anarchon_django_run_detail")
-        rows = [{"record": r, "url": detail + "?" + urlencode(_key(r))} for r in page]
+        rows = [{"record": r, "url": detail + "?" + urlencode(_key(r)),
+                 "framework": labels.get(r.name)} for r in page]
         return TemplateResponse(request, "admin/anarchon_django/history.html", self._context(
             request, "Run history", page=page, rows=rows, filters=filters, query=query,
             total=len(records), error=error, cl_query=_without(query, "p"),
@@ -134,8 +139,10 @@ class RunAdmin(_ReadOnlyAdmin):
                                      query["q"] or None, since, until)
         error, built = None, None
         try:
-            built = history_page.build(store, query, search, PER_PAGE)
-            names = runtime.job_names()
+            infos = runtime.job_infos()  # once per page: the names and each job's framework
+            built = history_page.build(store, query, search, PER_PAGE,
+                                       history_page.frameworks(infos))
+            names = [info.name for info in infos]
         except Exception as exc:
             names, error = [], f"{type(exc).__name__}: {exc}"
         filters = [
@@ -164,6 +171,7 @@ class RunAdmin(_ReadOnlyAdmin):
             return TemplateResponse(request, "admin/anarchon_django/detail.html",
                                     self._context(request, f"{found.name} · attempt "
                                                   f"{found.attempt}", record=found,
+                                                  framework=_framework(found.name),
                                                   history_url=reverse(
                                                       "admin:anarchon_django_run_changelist")))
         try:
@@ -177,6 +185,7 @@ class RunAdmin(_ReadOnlyAdmin):
             raise Http404(f"no attempt {attempt} of {name!r} slot {slot} in the history")
         return TemplateResponse(request, "admin/anarchon_django/detail.html", self._context(
             request, f"{name} · attempt {attempt}", record=record,
+            framework=_framework(name),
             history_url=reverse("admin:anarchon_django_run_changelist"),
         ))
 
@@ -263,6 +272,15 @@ def _who_runs(name: str) -> str:
 
 def _can_run(request: HttpRequest) -> bool:
     return bool(getattr(request.user, "has_perm", lambda perm: False)("anarchon_django.run_job"))
+
+
+def _framework(name: str) -> str | None:
+    """What the Jobs page shows as job ``name``'s framework, from the known jobs (one
+    read); ``None`` if the job is not known any more or the store does not answer."""
+    try:
+        return history_page.frameworks(runtime.job_infos()).get(name)
+    except Exception:  # the attempt was read: show it without its framework
+        return None
 
 
 def _key(record: RunRecord) -> dict[str, Any]:

@@ -1,9 +1,15 @@
 """The run history page on the ``"django"`` store: filtered, searched, sorted and paged
 by the database (a queryset handed to ``Paginator``), each row linking to its own
-attempt by id."""
+attempt by id.
+
+Each row shows the framework that declared its job (``celery``, ``dramatiq``,
+``plain``; the label of the Jobs page, ``anarchon.backends.frameworks.shown``), taken
+from the known jobs' registrations, which the page reads once (``frameworks()``); a job
+no longer known shows none."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -11,13 +17,16 @@ from urllib.parse import urlencode
 from django.core.paginator import Page, Paginator
 from django.urls import reverse
 
+from anarchon import JobInfo
+from anarchon.backends.frameworks import shown
+
 from . import direct
 from .store.models import StoreAttempt
 from .store.operations import Store, record
 
 #: column headers of the history table: (label, sort key or None)
-COLUMNS = (("Job", "job"), ("Slot", "scheduled"), ("Try", "attempt"),
-           ("Reason", "reason"), ("Status", "status"), ("Started", "started"),
+COLUMNS = (("Job", "job"), ("Framework", None), ("Slot", "scheduled"),
+           ("Try", "attempt"), ("Reason", "reason"), ("Status", "status"), ("Started", "started"),
            ("Duration", None), ("Instance", "instance"))
 
 
@@ -32,15 +41,27 @@ class HistoryPage:
     headers: list[dict[str, Any]]
 
 
+def frameworks(infos: Iterable[JobInfo]) -> dict[str, str]:
+    """Job name -> the framework the Jobs page shows for it (``shown()``: ``celery``,
+    ``dramatiq``, ``plain``), from the known jobs (``runtime.job_infos()``, read once
+    per page)."""
+    return {info.name: shown(info.framework) for info in infos}
+
+
 def build(store: Store, query: dict[str, str], search: direct.HistoryQuery,
-          per_page: int) -> HistoryPage:
-    """One page of the history ``search`` selects, sorted by ``query["o"]``."""
+          per_page: int, labels: Mapping[str, str]) -> HistoryPage:
+    """One page of the history ``search`` selects, sorted by ``query["o"]``; ``labels``
+    (``frameworks()``) gives each row its job's framework (``None``: not known)."""
     order = query.get("o") or "-started"
     if order.lstrip("-") not in direct.ORDERINGS:
         order = "-started"
     page = Paginator(direct.attempts(store, search, order), per_page).get_page(query.get("p"))
     detail = reverse("admin:anarchon_django_run_detail")
-    rows = [{"record": record(row), "url": f"{detail}?id={row.pk}"} for row in page]
+    rows = []
+    for row in page:
+        found = record(row)
+        rows.append({"record": found, "url": f"{detail}?id={row.pk}",
+                     "framework": labels.get(found.name)})
     return HistoryPage(page, rows, page.paginator.count, direct.instances(store),
                        _headers(query, order))
 
