@@ -40,6 +40,7 @@ from anarchon.backends.trigger_rules import REASONS, STALE_MANUAL_AFTER, Refusal
 from anarchon.history import RunRecord, RunStatus
 from anarchon.slots import ms_to_datetime
 
+from . import heartbeat_rounds
 from .claim_rounds import judge_batch
 from .control import ControlOperations
 from .finish_rounds import bound_history, finish_batch
@@ -221,27 +222,13 @@ class Store(ControlOperations):
 
     def heartbeat(self, owner: str, held: Sequence[HeldRun], watched: Sequence[RunKey],
                   lease_ms: int) -> HeartbeatResult:
-        """Renew the held leases (fenced) and read the watched runs, in one transaction."""
-        with transaction.atomic(using=self.alias):
-            if held:
-                self._sqlite_write_lock()
-            now = self.now()
-            lost = {run.key for run in held if not self._fenced(owner, run).update(
-                lease_until=now + lease_ms)}
-            states = [state for key in watched
-                      if (state := self._state(key.name, key.slot, now)) is not None]
-        return HeartbeatResult(frozenset(lost), states)
+        """Renew the held leases (fenced) and read the watched runs, in one transaction
+        (set by set: ``heartbeat_rounds``)."""
+        return heartbeat_rounds.heartbeat(self, owner, held, watched, lease_ms)
 
     def _fenced(self, owner: str, run: HeldRun) -> Any:
         return self._runs().filter(job=run.name, slot=run.slot, owner=owner,
                                    attempt=run.attempt, state="running")
-
-    def _state(self, name: str, slot: int, now: int) -> RunState | None:
-        run = self._runs().filter(job=name, slot=slot).first()
-        if run is None:
-            return None
-        return RunState(name, slot, run.owner, run.attempt, run.state == "running",
-                        run.lease_until <= now, run.handed_over)
 
     def release(self, owner: str, run: HeldRun) -> bool:
         """Hand ``run`` over: its lease ends now, its attempt is interrupted (fenced)."""
@@ -315,7 +302,7 @@ class Store(ControlOperations):
 
     def known_jobs(self) -> list[JobSpec]:
         """Every registered job, by name."""
-        return [stored_spec(job.name, job.kind, job.schedule)
+        return [stored_spec(job.name, job.kind, job.schedule, job.updated)
                 for job in self._jobs().order_by("name")]
 
     def request_trigger(self, name: str, data: str | None, exclusive: bool = False) -> str:
