@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .backends.base import Backend, JobSpec
 from .backends.control import ControlChange, ControlSnapshot
 from .backends.frameworks import handler_framework
+from .backends.trigger_rules import is_gone
 from .control import (
     Action,
     Change,
@@ -281,16 +282,34 @@ class RuntimeControl:
         infos: dict[str, JobInfo] = {}
         for job in self._jobs.values():
             infos[job.name] = self._info(job)
-        for spec in await self.backend.known_jobs():
+        known = await self.backend.known_jobs()
+        for spec in known:
             if spec.name not in infos:
                 infos[spec.name] = registered_info(spec)
-        return describe_jobs(infos, snapshot, self.options)
+        return with_registrations(describe_jobs(infos, snapshot, self.options), known,
+                                  set(self._jobs), int(time.time() * 1000))
 
 
 def registered_info(spec: JobSpec) -> JobInfo:
     """The description of a job only the store knows of (registered by another
     instance)."""
     return JobInfo(spec.name, spec.kind, spec.schedule, None, {}, framework=spec.framework)
+
+
+def with_registrations(infos: list[JobInfo], known: list[JobSpec], declared: set[str],
+                       now_ms: int) -> list[JobInfo]:
+    """``infos`` with each job's last registration from ``known`` (the store's
+    registrations) and whether it is gone (not in ``declared``, this process's jobs, and
+    registered by nobody for ``GONE_AFTER_MS``; a store that keeps no registration times
+    has no gone jobs)."""
+    registered = {spec.name: spec.registered_ms for spec in known}
+    out = []
+    for info in infos:
+        at = registered.get(info.name)
+        out.append(dataclasses.replace(
+            info, last_registered=None if at is None else ms_to_datetime(at),
+            gone=at is not None and info.name not in declared and is_gone(at, now_ms)))
+    return out
 
 
 def describe_jobs(infos: dict[str, JobInfo], snapshot: ControlSnapshot,
@@ -348,4 +367,4 @@ def _next_run(name: str, spec: ScheduleSpec, options: SchedulerOptions) -> datet
     return None if slot is None else ms_to_datetime(slot)
 
 
-__all__ = ["RuntimeControl", "describe_jobs", "registered_info"]
+__all__ = ["RuntimeControl", "describe_jobs", "registered_info", "with_registrations"]

@@ -34,6 +34,7 @@ from .outage import OutageLog
 from .planning import Alarm, Due, Plan, claim_delay_ms
 from .planning import jitter_cap_ms as jitter_cap_ms
 from .reaching import StoreWait, serve
+from .refreshing import RegistrationRefresh
 from .registering import JobRegistry
 from .requesting import TriggerCalls
 from .slots import ms_to_datetime
@@ -92,6 +93,7 @@ class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
         self._runs: set[asyncio.Task[Any]] = set()  # runs (and manual runs) stop() awaits
         self._attempts = Attempts(self)  # owns the table of runs executing here
         self._claiming = Claims(self)
+        self._registrations = RegistrationRefresh(self)
         self._controls = Controls(self)  # pauses, overrides and dynamic jobs, as applied
         self._loop: asyncio.AbstractEventLoop | None = None
         # claims and finishes due together go to the store as one call (if it can)
@@ -169,6 +171,7 @@ class AsyncScheduler(RuntimeControl, TriggerCalls, JobRegistry):
             warn_if_past(job, split_ms, self._keeper is not None)
             self._schedule(job, after_ms=split_ms)
         self._planner = self._spawn(self._plan_loop())
+        self._spawn(self._registrations.run())
         polled = bool(self._jobs or self._controls.handlers)
         if self.backend.supports_triggers and polled:
             self._spawn(self._inbox.run())

@@ -28,7 +28,8 @@ class RunRecord:
     ``"skipped"``, ``attempt`` 0, ``reason`` ``"late"`` (its claims reached the store
     after ``slot + max_late``) or ``"overlap"`` (``overlap="skip"`` and an earlier run
     still held its lease), ``started_at`` = ``finished_at`` = when it was recorded. It
-    counts toward ``history_size``; ``last_run()`` passes over it.
+    is bounded by ``history_size``/``history_ttl`` apart from the attempts (skips never push
+    runs out of history); ``last_run()`` passes over it.
     """
 
     name: str
@@ -81,3 +82,11 @@ class JobInfo:
     #: registered by a version that did not record it). See
     #: ``anarchon.backends.frameworks``.
     framework: str | None = None
+    #: when an instance last registered the job (store clock; running instances register
+    #: their jobs again every ``anarchon.refreshing.REGISTER_EVERY``, 10 min); ``None``
+    #: where the store does not keep it (RabbitMQ, NATS) or has not seen a refresh yet
+    last_registered: datetime | None = None
+    #: declared nowhere in this process and registered by no instance for
+    #: ``GONE_AFTER_MS`` (24 h, ``anarchon.backends.trigger_rules``): no instance runs it;
+    #: ``Scheduler.forget(name)`` removes its records
+    gone: bool = False

@@ -38,6 +38,7 @@ from django.views.decorators.http import require_POST
 from anarchon import RunRecord
 from anarchon.backends.frameworks import shown
 from anarchon.history import RUN_REASONS, RUN_STATUSES
+from anarchon.refreshing import LIVE_WITHIN, REGISTER_EVERY
 
 from . import controls, direct, history_page, job_pages, runtime, timeline
 from .dynamic_admin import DynamicJobAdmin
@@ -262,12 +263,35 @@ class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
 
 
 def _who_runs(name: str) -> str:
-    """The second half of the Run now message: who will run it, and the expiry."""
+    """The second half of the Run now message: whether an instance runs the job (by its
+    last registration: running instances register their jobs every ``REGISTER_EVERY``),
+    and the expiry."""
     scheduler = runtime.get_scheduler()
-    backend = scheduler.backend
-    ttl = getattr(backend, "trigger_ttl", None)
+    ttl = getattr(scheduler.backend, "trigger_ttl", None)
     expiry = f" If none is running, the request expires unclaimed after {ttl:g} s." if ttl else ""
-    return f"an instance running {name!r} executes it within a few seconds.{expiry}"
+    try:
+        last = runtime.last_registered(name, scheduler)
+    except Exception:  # the request is stored: say what is known without it
+        last = None
+    if last is None:
+        return f"an instance running {name!r} executes it within a few seconds.{expiry}"
+    age = max((timezone.now() - last).total_seconds(), 0.0)
+    if age <= LIVE_WITHIN:
+        return (f"an instance registered {name!r} {_ago(age)} ago (running instances do so "
+                f"every {REGISTER_EVERY / 60:g} min) and executes it within a few "
+                f"seconds.{expiry}")
+    return (f"no instance has registered {name!r} for {_ago(age)} (running instances do so "
+            f"every {REGISTER_EVERY / 60:g} min), so none may be running it; it runs when "
+            f"one starts.{expiry}")
+
+
+def _ago(seconds: float) -> str:
+    """``seconds`` as a short age: ``45 s``, ``12 min``, ``3.5 h``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _can_run(request: HttpRequest) -> bool:

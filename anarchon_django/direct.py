@@ -19,12 +19,11 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from anarchon import JobInfo, RunRecord, Scheduler
-from anarchon.backends.frameworks import stored_spec
 from anarchon.backends.trigger_rules import is_gone
-from anarchon.changing import describe_jobs, registered_info
+from anarchon.changing import describe_jobs, registered_info, with_registrations
 
 from .store.backend import DjangoBackend
-from .store.models import StoreAttempt, StoreJob
+from .store.models import StoreAttempt
 from .store.operations import Store, record
 
 
@@ -38,9 +37,13 @@ def jobs(scheduler: Scheduler, store: Store) -> list[JobInfo]:
     """Jobs declared here plus the jobs registered in the store, by name, with their
     runtime control (paused, overridden and dynamic jobs) applied."""
     infos = {info.name: info for info in declared(scheduler)}
-    for job in StoreJob.objects.using(store.alias).exclude(name__in=list(infos)):
-        infos[job.name] = registered_info(stored_spec(job.name, job.kind, job.schedule))
-    return describe_jobs(infos, store.read_controls(), scheduler.core.options)
+    known = store.known_jobs()
+    for spec in known:
+        if spec.name not in infos:
+            infos[spec.name] = registered_info(spec)
+    return with_registrations(describe_jobs(infos, store.read_controls(),
+                                            scheduler.core.options),
+                              known, set(scheduler.job_names), store.now())
 
 
 def declared(scheduler: Scheduler) -> list[JobInfo]:

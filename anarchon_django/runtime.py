@@ -191,10 +191,15 @@ def history(name: str, count: int, scheduler: Scheduler | None = None) -> list[R
 
 
 def gone_jobs(names: Iterable[str], scheduler: Scheduler | None = None) -> set[str]:
-    """Which of ``names`` are gone (the ``"django"`` store only; see ``direct.gone``)."""
+    """Which of ``names`` are gone: declared nowhere here and registered (or, on the
+    ``"django"`` store, started) by no instance for 24 hours (``JobInfo.gone``,
+    ``direct.gone``)."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
-    return set() if store is None else {n for n in names if direct.gone(scheduler, store, n)}
+    if store is None:
+        wanted = set(names)
+        return {info.name for info in scheduler.jobs() if info.gone and info.name in wanted}
+    return {n for n in names if direct.gone(scheduler, store, n)}
 
 
 def forget(name: str, scheduler: Scheduler | None = None) -> int:
@@ -275,9 +280,9 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
     unclaimed after the backend's ``trigger_ttl``.
     """
     scheduler = scheduler or get_scheduler()
-    names = job_names(scheduler)
-    if name not in names:
-        raise LookupError(f"unknown job {name!r}; jobs: {', '.join(names) or 'none'}")
+    infos = {info.name: info for info in job_infos(scheduler)}
+    if name not in infos:
+        raise LookupError(f"unknown job {name!r}; jobs: {', '.join(infos) or 'none'}")
     store = direct.store_of(scheduler)
     if store is not None:
         if direct.gone(scheduler, store, name):
@@ -285,7 +290,15 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
         payload, exclusive = scheduler.core.trigger_args(name, data)
         store.request_trigger(name, payload, exclusive)
         return
+    if infos[name].gone:
+        raise TriggerRefusedError(direct.gone_message(name), name=name, reason="gone")
     scheduler.trigger(name, data=data)
+
+
+def last_registered(name: str, scheduler: Scheduler | None = None) -> datetime | None:
+    """When an instance last registered job ``name`` (``None``: unknown)."""
+    info = next((i for i in job_infos(scheduler) if i.name == name), None)
+    return None if info is None else info.last_registered
 
 
 def instances(records: Sequence[RunRecord]) -> list[str]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeVar
 
 from ..history import RunRecord, RunStatus
@@ -59,12 +59,19 @@ EARLY_TOLERANCE_MS = 250
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A registered job, told to the store at ``open()`` (``anarchon.backends.frameworks``)."""
+    """A registered job, told to the store at ``open()`` and again every
+    ``anarchon.refreshing.REGISTER_EVERY`` (``anarchon.backends.frameworks``).
+
+    ``registered_ms``: in ``known_jobs()`` answers, when an instance last registered the
+    job (store clock, epoch ms); ``None`` where the store does not keep it. Ignored by
+    ``register()`` and by comparisons.
+    """
 
     name: str
     kind: str
     schedule: str
     framework: str | None = None
+    registered_ms: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -305,7 +312,8 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
     async def record_skips(self, skips: Sequence[Skip]) -> None:
         """Write slots given up as ``late`` or ``overlap`` to history, at most one record
         per slot whichever instances ask (the rules: ``anarchon.backends.skips``), then
-        bound each job's history as a finish does. All are checked before any write.
+        bound each job's skip records as a finish bounds its attempts (apart from them).
+        All are checked before any write.
 
         This default writes nothing: a backend without ``supports_skip_records`` keeps
         skips only as counts (``jobs()``) and log lines.

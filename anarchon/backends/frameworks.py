@@ -62,13 +62,15 @@ def stored_kind(spec: JobSpec) -> str:
     return f"{spec.framework}{SEPARATOR}{spec.kind}"
 
 
-def stored_spec(name: str, kind: str, schedule: str) -> JobSpec:
-    """The registration a store row holds; a kind without a framework (a plain job, or a
-    row written before frameworks were recorded) reads as a plain job."""
+def stored_spec(name: str, kind: str, schedule: str,
+                registered_ms: int | None = None) -> JobSpec:
+    """The registration a store row holds (last registered at ``registered_ms``, if the
+    store keeps it); a kind without a framework (a plain job, or a row written before
+    frameworks were recorded) reads as a plain job."""
     prefix, separator, rest = kind.partition(SEPARATOR)
     if separator and rest and _NAME.fullmatch(prefix):
-        return JobSpec(name, rest, schedule, prefix)
-    return JobSpec(name, kind, schedule)
+        return JobSpec(name, rest, schedule, prefix, registered_ms)
+    return JobSpec(name, kind, schedule, None, registered_ms)
 
 
 __all__ = ["HANDLER_FRAMEWORKS", "PLAIN", "check_framework", "handler_framework", "shown",

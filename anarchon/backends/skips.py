@@ -8,8 +8,9 @@ writes at most one record per slot: history row ``attempt`` 0, ``status`` ``"ski
 ``reason`` the skip's, ``started_at`` = ``finished_at`` = when it was written. An
 ``overlap`` skip is always recorded (the store itself marked the slot skipped); a ``late``
 one only if the slot has no run row (a slot another instance claimed in time ran). The
-job's history is then bounded as a finish bounds it, so skips of a job that never
-finishes cannot pile up.
+job's skip records are then bounded by ``history_size`` and ``history_ttl`` as a finish
+bounds its attempts, but on their own: skips never push runs out of history, and the
+skips of a job that never finishes cannot pile up.
 """
 
 from __future__ import annotations

@@ -97,18 +97,20 @@ def _bound(store: Store, won: Sequence[Finish], now: int) -> None:
     store._runs().filter(old).exclude(state="running").delete()
 
 
-def bound_history(store: Store, limits: dict[str, tuple[int, int | None]], now: int
-                  ) -> None:
+def bound_history(store: Store, limits: dict[str, tuple[int, int | None]], now: int, *,
+                  skips: bool = False) -> None:
     """Keep each job's newest ``size`` finished attempts (manual ones count) and drop
     those older than its ``ttl_ms``, for ``limits`` = job -> (size, ttl_ms): one ranked
-    read and one delete per distinct size, one delete per distinct ttl."""
+    read and one delete per distinct size, one delete per distinct ttl. With ``skips``,
+    the same for the job's skip records (each kind is bounded on its own)."""
     by_size: dict[int, list[str]] = {}
     by_ttl: dict[int, list[str]] = {}
     for name, (size, ttl_ms) in sorted(limits.items()):
         by_size.setdefault(size, []).append(name)
         if ttl_ms is not None:
             by_ttl.setdefault(ttl_ms, []).append(name)
-    attempts = store._attempts().exclude(status="running")
+    attempts = (store._attempts().filter(status="skipped") if skips else
+                store._attempts().exclude(status__in=("running", "skipped")))
     for size, names in by_size.items():
         # newest first, the id breaking ties between attempts started in one millisecond
         ranked = attempts.filter(job__in=names).annotate(rank=Window(

@@ -2,8 +2,8 @@
 
 One transaction: the skips' job rows locked first, in name order (as claims lock them),
 so two instances recording one slot queue and the second sees the first's record; then
-one read of the records and runs already there, one bulk insert, and each job's history
-bounded as a finish batch bounds it.
+one read of the records and runs already there, one bulk insert, and each job's skip
+records bounded as a finish batch bounds its attempts (each kind on its own).
 """
 
 from __future__ import annotations
@@ -42,4 +42,4 @@ def record_skips(store: Store, skips: Sequence[Skip]) -> None:
             if (s.name, s.slot) not in recorded
             and not (s.reason == "late" and (s.name, s.slot) in ran)])
         bound_history(store, {s.name: (s.history_size, s.history_ttl_ms) for s in skips},
-                      now)
+                      now, skips=True)

@@ -489,6 +489,28 @@ def test_three_instances_create_tables_at_once(table: str) -> None:
     run(main())
 
 
+def test_registration_times_join_a_jobs_table_made_without_them(table: str) -> None:
+    """A namespace of an anarchon before registration refreshes (same format version)
+    gains the ``registered`` column at open(); its jobs stay, with no time until an
+    instance registers them again."""
+    async def main() -> None:
+        a = await opened(table)
+        await a.close()
+        admin(sql.SQL("ALTER TABLE {} DROP COLUMN registered").format(
+            sql.Identifier(table + "_jobs")).as_string(None))
+        b = PostgresBackend(BASE_URL, table=table)
+        await b.open()
+        try:
+            [spec] = await b.known_jobs()
+            assert spec.name == "job" and spec.registered_ms is None
+            await b.register([JobSpec("job", "every", "every 1s")])
+            [spec] = await b.known_jobs()
+            assert spec.registered_ms is not None and abs(spec.registered_ms - db_ms()) < 60_000
+        finally:
+            await b.close()
+    run(main())
+
+
 def test_control_tables_join_a_namespace_made_without_them(table: str) -> None:
     """A namespace of an anarchon before runtime control (same format version) gains the
     control tables at open(); its runs stay."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from anarchon import AsyncScheduler, RunContext
-from anarchon.backends.base import Backend
+from anarchon.backends.base import Backend, Finish
 from anarchon.backends.skips import Skip
 from tests.conformance.test_claim_batches import now_ms, opened, req
 from tests.support import EventLog, run
@@ -96,19 +96,31 @@ def test_an_overlap_skip_is_recorded_once(make_backend: Callable[[], Backend]) -
     run(body())
 
 
-def test_skip_records_count_toward_history_size(make_backend: Callable[[], Backend]) -> None:
+def test_skip_records_are_bounded_apart_from_the_attempts(
+        make_backend: Callable[[], Backend]) -> None:
+    """Up to ``history_size`` skip records beside up to ``history_size`` attempts: skips
+    never push runs out of history."""
     async def body() -> None:
         [backend] = await _cluster(make_backend, 1)
         base = now_ms() - 600_000
         try:
-            for n in range(6):  # one call per skip: each bounds the history
+            ran = now_ms()
+            assert (await backend.claim(req("bounded", ran, "A"))).outcome == "won"
+            assert await backend.finish(Finish("bounded", ran, "A", 1, "success", None, 3,
+                                               None, 0))
+            for n in range(6):  # one call per skip: each bounds the skip records
                 await backend.record_skips([skip("bounded", base + n * 1000, "A", size=3)])
             records = await backend.history("bounded", 10)
+            skipped = [r for r in records if r.status == "skipped"]
             # the bound runs before a call's own record is counted on PostgreSQL (one
             # statement's snapshot): at most one more than history_size
-            assert 3 <= len(records) <= 4, records
-            assert records[0].slot == base + 5000
-            assert {r.status for r in records} == {"skipped"}
+            assert 3 <= len(skipped) <= 4, records
+            assert max(r.slot for r in skipped) == base + 5000
+            assert [(r.slot, r.status) for r in records if r.status != "skipped"] == [
+                (ran, "success")]
+            await backend.finish(Finish("bounded", ran, "A", 1, "success", None, 1, None, 0))
+            assert len([r for r in await backend.history("bounded", 10)
+                        if r.status == "skipped"]) == len(skipped)
         finally:
             await _close([backend])
 

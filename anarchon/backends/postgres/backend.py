@@ -249,7 +249,8 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
     async def known_jobs(self) -> list[JobSpec]:
         """Every job any instance registered in this table namespace."""
         rows = await self._fetch("known_jobs", self._q_known)
-        return [stored_spec(name, kind, schedule) for name, kind, schedule in rows]
+        return [stored_spec(name, kind, schedule, registered)
+                for name, kind, schedule, registered in rows]
 
     async def purge(self) -> int:
         """Empty this table namespace in one statement (the tables stay)."""

@@ -50,7 +50,9 @@ EXISTING: Final = """
 SELECT to_regclass(%(runs)s) IS NOT NULL, to_regclass(%(attempts)s) IS NOT NULL,
        to_regclass(%(jobs)s) IS NOT NULL, to_regclass(%(meta)s) IS NOT NULL,
        to_regclass(%(control)s) IS NOT NULL AND to_regclass(%(changes)s) IS NOT NULL
-       AND to_regclass(%(offers)s) IS NOT NULL
+       AND to_regclass(%(offers)s) IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%(jobs)s)
+               AND attname = 'registered' AND NOT attisdropped)
 """
 
 SCHEMA_EXISTS: Final = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s)"
@@ -89,7 +91,8 @@ CREATE: Final = (
         name text PRIMARY KEY,
         kind text NOT NULL,
         schedule text NOT NULL,
-        first_seen bigint NOT NULL)""",
+        first_seen bigint NOT NULL,
+        registered bigint)""",
     "CREATE TABLE IF NOT EXISTS {meta} (key text PRIMARY KEY, value text NOT NULL)",
     """CREATE TABLE IF NOT EXISTS {triggers} (
         id bigserial PRIMARY KEY,
@@ -100,13 +103,18 @@ CREATE: Final = (
 )
 
 REGISTER: Final = f"""
-INSERT INTO {{jobs}} (name, kind, schedule, first_seen)
-SELECT j.name, j.kind, j.schedule, {_NOW_MS}
+INSERT INTO {{jobs}} (name, kind, schedule, first_seen, registered)
+SELECT j.name, j.kind, j.schedule, {_NOW_MS}, {_NOW_MS}
 FROM unnest(%(names)s::text[], %(kinds)s::text[], %(schedules)s::text[]) AS j(name, kind, schedule)
-ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, schedule = EXCLUDED.schedule
+ON CONFLICT (name) DO UPDATE SET kind = EXCLUDED.kind, schedule = EXCLUDED.schedule,
+    registered = EXCLUDED.registered
 """
 
-KNOWN_JOBS: Final = "SELECT name, kind, schedule FROM {jobs} ORDER BY name"
+KNOWN_JOBS: Final = "SELECT name, kind, schedule, registered FROM {jobs} ORDER BY name"
+
+# The jobs' last registration time, added to a namespace an older anarchon made (the
+# format version stays: older anarchons neither write nor read it).
+ADD_REGISTERED: Final = "ALTER TABLE {jobs} ADD COLUMN IF NOT EXISTS registered bigint"
 
 # `anarchon purge`: one statement empties the namespace, control records, change logs,
 # offers and the generation included (the format version in meta stays).
@@ -329,17 +337,21 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM history),
 
 # Pruning sees the statement's snapshot, where the attempt being finished is still
 # 'running': it is never deleted by its own finish (it may go at a later one). ``{source}``
-# gives one row ``p`` (job, now_ms, history_size, history_ttl_ms) per job to prune.
-_PRUNE: Final = """
+# gives one row ``p`` (job, now_ms, history_size, history_ttl_ms) per job to prune;
+# ``{skips}`` is ``=`` to bound the skip records, ``<>`` the attempts (each on its own).
+_PRUNE_ANY: Final = """
 pruned AS (
     DELETE FROM {{attempts}} a
     USING {source}
-    WHERE a.job = p.job AND a.status <> 'running'
-      AND (a.id NOT IN (SELECT k.id FROM {{attempts}} k WHERE k.job = p.job
+    WHERE a.job = p.job AND a.status <> 'running' AND a.status {skips} 'skipped'
+      AND (a.id NOT IN (SELECT k.id FROM {{attempts}} k
+                        WHERE k.job = p.job AND k.status {skips} 'skipped'
                         ORDER BY k.started_at DESC, k.id DESC LIMIT p.history_size)
            OR a.finished_at < p.now_ms - p.history_ttl_ms)
     RETURNING a.id
 )"""
+_PRUNE: Final = _PRUNE_ANY.replace("{skips}", "<>")
+PRUNE_SKIPS: Final = _PRUNE_ANY.replace("{skips}", "=")
 
 FINISH: Final = f"""
 WITH p AS (

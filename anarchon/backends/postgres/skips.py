@@ -9,7 +9,7 @@ from typing import Final
 
 from ..skips import Skip
 from .links import Query, Statement
-from .queries import _NOW_MS, _PRUNE
+from .queries import _NOW_MS, PRUNE_SKIPS
 
 RECORD_SKIPS: Final = f"""
 WITH p AS (
@@ -31,7 +31,7 @@ added AS (
            OR NOT EXISTS (SELECT 1 FROM {{runs}} r WHERE r.job = p.job AND r.slot = p.slot))
     RETURNING job
 ),
-{_PRUNE.format(source="p")}
+{PRUNE_SKIPS.format(source="p")}
 SELECT (SELECT count(*) FROM added), (SELECT count(*) FROM pruned)
 """
 

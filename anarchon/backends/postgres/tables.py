@@ -32,6 +32,7 @@ class Tables:
         # no parameters: the statements go as one query, in one round trip
         self.create_control = sql.SQL("; ").join(q(text) for text in control.CREATE)
         self.read_version = q(queries.READ_VERSION)
+        self.add_registered = q(queries.ADD_REGISTERED)
 
     async def setup(self, session: Session, address: str) -> None:
         """Inside the caller's transaction: create or check every table."""
@@ -49,6 +50,8 @@ class Tables:
         await self._core(session, address, *(bool(v) for v in present[:4]))
         if not present[4]:  # runtime control joins a namespace of any anarchon (same format)
             await session.fetch(self.create_control)
+        if not present[5]:  # checked first: ALTER TABLE locks the table even when a no-op
+            await session.fetch(self.add_registered)
 
     async def _core(self, session: Session, address: str, runs: bool, attempts: bool,
                     jobs: bool, meta: bool) -> None:

@@ -361,9 +361,10 @@ def parse_record(name: str, raw: Any) -> RunRecord:
 
 
 async def read_history(store: RedisStore, name: str, count: int) -> list[RunRecord]:
-    """Newest-first records (one read-only script call)."""
+    """Newest-first records, attempts and skip records merged (one read-only script
+    call)."""
     keys = store.keys(name)
-    raws = await store.script("read", [keys.att, keys.hist], ["history", count])
+    raws = await store.script("read", [keys.att, keys.hist, keys.skips], ["history", count])
     records = [parse_record(name, raw) for raw in raws]
     records.sort(key=lambda r: r.started_at, reverse=True)
-    return records
+    return records[:count]

@@ -70,6 +70,12 @@ class JobKeys:
         return f"{self.tag}:hist"
 
     @property
+    def skips(self) -> str:
+        """Zset of the skip records' fields in ``att`` (``"<slot>:0"``), scored by when
+        they were written: bounded apart from the attempts in ``hist``."""
+        return f"{self.tag}:skips"
+
+    @property
     def stream(self) -> str:
         return f"{self.tag}:stream"
 
@@ -91,8 +97,8 @@ class JobKeys:
     @property
     def every_key(self) -> tuple[str, ...]:
         """All of the job's keys (for purging a namespace)."""
-        return (self.runs, self.active, self.done, self.att, self.hist, self.stream,
-                self.seen, self.control, self.changes)
+        return (self.runs, self.active, self.done, self.att, self.hist, self.skips,
+                self.stream, self.seen, self.control, self.changes)
 
 
 @dataclass(frozen=True)

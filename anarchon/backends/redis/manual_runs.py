@@ -90,6 +90,6 @@ class RedisTriggers(TriggerDefaults):
         store = self.store
         k = store.keys(name)
         removed = int(await store.command("UNLINK", k.runs, k.active, k.done, k.att, k.hist,
-                                          k.stream, k.seen, f"{k.tag}:values"))
+                                          k.skips, k.stream, k.seen, f"{k.tag}:values"))
         removed += int(await store.command("HDEL", store.jobs_key, name))
         return removed + len((await self._triggers([name]))[0])

@@ -1,5 +1,6 @@
 -- Read-only: history records, or the unfinished runs of several jobs.
--- 'history': KEYS att, hist; ARGV 'history', count -> {JSON, ...} newest first
+-- 'history': KEYS att, hist, skips; ARGV 'history', count -> {JSON, ...}: the newest
+--   count attempts and the newest count skip records (the caller merges them)
 -- 'unfinished': KEYS runs_1, active_1, ...; ARGV 'unfinished'
 --   -> {now, {{job index, slot, state JSON}, ...}}
 local op = one_of(ARGV[1], 'operation', {'history', 'unfinished'})
@@ -7,6 +8,11 @@ if op == 'history' then
   local count = int_arg(ARGV[2], 'count')
   if count <= 0 then return {} end
   local fields = redis.call('ZREVRANGE', KEYS[2], 0, count - 1)
+  if KEYS[3] then
+    for _, f in ipairs(redis.call('ZREVRANGE', KEYS[3], 0, count - 1)) do
+      table.insert(fields, f)
+    end
+  end
   if #fields == 0 then return {} end
   local out = {}
   local raws = redis.call('HMGET', KEYS[1], unpack(fields))

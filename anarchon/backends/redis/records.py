@@ -41,8 +41,10 @@ async def known_jobs(store: RedisStore) -> list[JobSpec]:
         if not text(name):
             continue  # the key format (see connection.py), not a job
         data = json.loads(text(value))
+        seen = data.get("seen")  # written since registrations are refreshed
         jobs.append(stored_spec(text(name), str(data.get("kind", "")),
-                                str(data.get("schedule", ""))))
+                                str(data.get("schedule", "")),
+                                int(seen) if isinstance(seen, (int, float)) else None))
     return sorted(jobs, key=lambda j: j.name)
 
 

@@ -1,5 +1,6 @@
 -- Register jobs, keeping each job's first-seen time.
--- KEYS: jobs (hash name -> JSON {kind, schedule, first_seen}; field '' -> key format)
+-- KEYS: jobs (hash name -> JSON {kind, schedule, first_seen, seen: last registered};
+-- field '' -> key format)
 -- ARGV: key format, name_1, kind_1, schedule_1, name_2, ...
 -- Returns {'ok', first_seen_1, first_seen_2, ...}, or {'format', found} (nothing written)
 -- when the prefix holds keys of another format (jobs without a format field: format 1).
@@ -19,7 +20,8 @@ for i = 2, #ARGV, 3 do
     if ok and tonumber(old.first_seen) then first = tonumber(old.first_seen) end
   end
   redis.call('HSET', KEYS[1], ARGV[i],
-             cjson.encode({kind = ARGV[i + 1], schedule = ARGV[i + 2], first_seen = first}))
+             cjson.encode({kind = ARGV[i + 1], schedule = ARGV[i + 2], first_seen = first,
+                           seen = now}))
   table.insert(out, first)
 end
 return out

@@ -1,6 +1,7 @@
 -- Record slots given up (late, overlap) in history, at most one record per slot (attempt
 -- field "<slot>:0"): an overlap skip always, a late one only if the slot has no run (see
--- anarchon.backends.skips). KEYS: 3 per skip (its job's runs, att, hist); ARGV: n, then
+-- anarchon.backends.skips). KEYS: 3 per skip (its job's runs, att, skips: the skip
+-- records' own zset, bounded apart from the attempts' hist); ARGV: n, then
 -- one JSON array of strings holding the 5 arguments of each skip in turn: slot, owner,
 -- reason, history_size, history_ttl_ms (-1: none). Every skip is validated before the
 -- first write. Returns how many records were written.
@@ -23,15 +24,15 @@ local now = now_ms()
 local written = 0
 for i = 1, n do
   local s = skips[i]
-  local runs, att, hist = KEYS[(i - 1) * 3 + 1], KEYS[(i - 1) * 3 + 2], KEYS[(i - 1) * 3 + 3]
+  local runs, att, skipped = KEYS[(i - 1) * 3 + 1], KEYS[(i - 1) * 3 + 2], KEYS[(i - 1) * 3 + 3]
   local field = attempt_field(s.slot_s, 0)
   local ran = s.reason == 'late' and redis.call('HEXISTS', runs, s.slot_s) == 1
   if not ran and redis.call('HEXISTS', att, field) == 0 then
-    start_record(att, hist, field, {slot = s.slot, inst = s.owner, att = 0,
+    start_record(att, skipped, field, {slot = s.slot, inst = s.owner, att = 0,
                                     reason = s.reason, status = 'skipped', start = now,
                                     fin = now})
     written = written + 1
   end
-  trim_history(att, hist, s.size, s.ttl, now)
+  trim_history(att, skipped, s.size, s.ttl, now)
 end
 return written

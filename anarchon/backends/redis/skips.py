@@ -31,7 +31,7 @@ class RedisSkips:
         args: list[str] = []
         for skip in skips:
             k = self.store.keys(skip.name)
-            keys += [k.runs, k.att, k.hist]
+            keys += [k.runs, k.att, k.skips]
             ttl = -1 if skip.history_ttl_ms is None else skip.history_ttl_ms
             args += [str(skip.slot), skip.owner, skip.reason, str(skip.history_size),
                      str(ttl)]

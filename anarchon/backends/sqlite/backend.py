@@ -448,7 +448,7 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
     async def known_jobs(self) -> list[JobSpec]:
         def run(connection: sqlite3.Connection) -> list[JobSpec]:
             rows = connection.execute(
-                f"SELECT name, kind, schedule FROM {self._tables.jobs} ORDER BY name"
+                f"SELECT name, kind, schedule, updated FROM {self._tables.jobs} ORDER BY name"
             ).fetchall()
             return [stored_spec(*row) for row in rows]
 

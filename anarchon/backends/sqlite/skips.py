@@ -13,8 +13,8 @@ from .transactions import first, prune
 
 
 def record_skips(cur: sqlite3.Cursor, t: Tables, skips: Sequence[Skip], now: int) -> None:
-    """Write each skip's record (at most one per slot), then bound each job's history by
-    its newest skip's limits."""
+    """Write each skip's record (at most one per slot), then bound each job's skip
+    records by its newest skip's limits (apart from its attempts)."""
     for skip in skips:
         if skip.reason == "late" and first(cur.execute(
                 f"SELECT 1 FROM {t.runs} WHERE job = ? AND slot = ?", (skip.name, skip.slot))):
@@ -27,4 +27,4 @@ def record_skips(cur: sqlite3.Cursor, t: Tables, skips: Sequence[Skip], now: int
             (skip.name, skip.slot, skip.owner, skip.reason, now, now),
         )
     for skip in {s.name: s for s in skips}.values():
-        prune(cur, t, skip.name, skip.history_size, skip.history_ttl_ms, now)
+        prune(cur, t, skip.name, skip.history_size, skip.history_ttl_ms, now, skips=True)

@@ -145,18 +145,20 @@ def finish_run(cur: sqlite3.Cursor, t: Tables, finish: Finish, now: int) -> bool
 
 
 def prune(cur: sqlite3.Cursor, t: Tables, name: str, size: int, ttl_ms: int | None,
-          now: int) -> None:
-    """Bound the history of job ``name`` by count (``size``) and age (``ttl_ms``)."""
+          now: int, *, skips: bool = False) -> None:
+    """Bound the history of job ``name`` by count (``size``) and age (``ttl_ms``): its
+    finished attempts, or (``skips``) its skip records, each on their own."""
+    kind = "status = 'skipped'" if skips else "status NOT IN ('running', 'skipped')"
     cur.execute(
         f"""DELETE FROM {t.attempts} WHERE id IN (
-                SELECT id FROM {t.attempts} WHERE job = ? AND status <> 'running'
+                SELECT id FROM {t.attempts} WHERE job = ? AND {kind}
                 ORDER BY started_at DESC, id DESC LIMIT -1 OFFSET ?)""",
         (name, size),
     )
     if ttl_ms is not None:
         cur.execute(
             f"""DELETE FROM {t.attempts}
-                WHERE job = ? AND status <> 'running' AND started_at < ?""",
+                WHERE job = ? AND {kind} AND started_at < ?""",
             (name, now - ttl_ms),
         )
 
