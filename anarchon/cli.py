@@ -10,6 +10,7 @@ Examples:
                [--params JSON] [--option key=value ...] [--replace]
   anarchon remove JOB
   anarchon changes JOB [--count 20] [--json]
+  anarchon forget JOB [--yes]
   anarchon purge --backend postgresql://app@db/app [--yes]
   anarchon scenarios --backend redis|valkey|postgres|sqlite [--json]
 
@@ -77,6 +78,18 @@ def _parser() -> argparse.ArgumentParser:
                     "first. Without --yes it only lists the jobs.")
     purge.add_argument("--yes", action="store_true",
                        help="really delete (without it, only list what would go)")
+    forget = commands.add_parser(
+        "forget", parents=[store],
+        help="remove one job's records (registration, runs, history, requests)",
+        description="Remove one job's records from a lease store: its registration, runs, "
+                    "history, pending manual-run requests and shared values (not its "
+                    "runtime-control record). For a job no instance declares any more "
+                    "(`anarchon jobs` shows it GONE): one that still declares it "
+                    "registers it again within 10 minutes. Without --yes it only says "
+                    "what would go.")
+    forget.add_argument("job", help="the job's name (see: anarchon jobs)")
+    forget.add_argument("--yes", action="store_true",
+                        help="really remove (without it, only say what would go)")
     add_control_parsers(commands, store)
     add_scenarios_parser(commands)
     return parser
@@ -140,8 +153,12 @@ def _print_jobs(args: argparse.Namespace, jobs: list[JobInfo],
 
 
 def _state(job: JobInfo) -> str:
-    """PAUSED, and a dynamic job's handler with the instances that can run it."""
+    """PAUSED, GONE (registered by no instance for 24 h), and a dynamic job's handler
+    with the instances that can run it."""
     parts = ["PAUSED"] if job.paused else []
+    if job.gone:
+        parts.append("GONE (no instance registered it for 24 h; `anarchon forget JOB` "
+                     "removes it)")
     if job.handler is not None:
         runnable = ", ".join(job.runnable_by) or "no instance offers it"
         parts.append(f"handler {job.handler} (runnable by: {runnable})")
@@ -158,6 +175,27 @@ async def _purge(args: argparse.Namespace, backend: Backend) -> str:
         return f"deleted {len(names)} job(s): {removed} record(s)/key(s)"
     finally:
         await backend.close()
+
+
+async def _forget(args: argparse.Namespace, backend: Backend) -> str:
+    scheduler = AsyncScheduler(backend)
+    try:
+        jobs = {job.name: job for job in await scheduler.jobs()}
+        job = jobs.get(args.job)
+        if job is None:
+            known = ", ".join(jobs) or "none"
+            raise CliFailure(f"unknown job {args.job!r} (jobs in this store: {known})")
+        state = "gone" if job.gone else "still registered by an instance"
+        if job.last_registered is not None:
+            state += f", last registered {job.last_registered:%Y-%m-%d %H:%M:%S} UTC"
+        if not args.yes:
+            return f"would remove job {args.job!r} ({state}) and its history; add --yes"
+        removed = await scheduler.forget(args.job)
+        return f"removed job {args.job!r} ({state}): {removed} record(s)/key(s)"
+    except NotImplementedError as exc:
+        raise CliFailure(str(exc)) from exc
+    finally:
+        await scheduler.stop()
 
 
 def _print_history(args: argparse.Namespace, rows: list[Any]) -> None:
@@ -191,6 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_readable(backend)
         if args.command == "purge":
             print(asyncio.run(_purge(args, backend)))
+        elif args.command == "forget":
+            print(asyncio.run(_forget(args, backend)))
         elif args.command in CONTROL_COMMANDS:
             asyncio.run(run_control(args, backend))
         elif args.command == "jobs":

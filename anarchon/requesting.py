@@ -64,8 +64,9 @@ class TriggerCalls:
         """Remove job ``name``'s records from the store (registration, runs, history,
         pending requests, shared values; not its runtime-control record); how many.
 
-        For a job no instance declares any more: an instance that still has it registers
-        it again at its next start. Claim-only stores raise ``NotImplementedError``."""
+        For a job no instance declares any more (``JobInfo.gone``): an instance that still
+        has it registers it again within ``anarchon.refreshing.REGISTER_EVERY``.
+        Claim-only stores raise ``NotImplementedError``."""
         check_job_name(name)
         await self._ensure_open()
         return await self.backend.forget(name)

@@ -189,3 +189,24 @@ def test_purge_on_a_claim_only_broker_says_it_cannot() -> None:
     url = store_url("rabbitmq")
     line = one_line_error(command("purge", "--backend", url, "--yes"), 1)
     assert "cannot purge its namespace" in line and "Troubleshooting" in line, line
+
+
+@pytest.mark.parametrize("store", ["sqlite", "redis", "postgres"])
+def test_forget_says_what_would_go_then_removes_one_job(store: str) -> None:
+    url = store_url(store)
+    done = threading.Event()
+    with Scheduler(from_url(url), jitter=0) as scheduler:
+        scheduler.on("success", partial(set_event, done))
+        scheduler.every("tick", "1s", lambda ctx: None)
+        scheduler.every("kept", "1h", lambda ctx: None)
+        assert done.wait(10), "no run to forget"
+    dry = command("forget", "tick", "--backend", url)
+    assert dry.returncode == 0, dry.stderr
+    assert "would remove job 'tick' (still registered by an instance, last registered " \
+        in dry.stdout and "add --yes" in dry.stdout, dry.stdout
+    forgot = command("forget", "tick", "--backend", url, "--yes")
+    assert forgot.returncode == 0 and "removed job 'tick'" in forgot.stdout, forgot.stderr
+    assert [line.split()[0] for line in
+            command("jobs", "--backend", url).stdout.splitlines()] == ["NAME", "kept"]
+    unknown = one_line_error(command("forget", "tick", "--backend", url), 1)
+    assert "unknown job 'tick' (jobs in this store: kept)" in unknown, unknown

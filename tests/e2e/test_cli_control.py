@@ -65,10 +65,13 @@ def check_code_job_control(url: str) -> None:
     """pause → resume → reschedule (every, cron) → reset, each printed, listed and
     logged."""
     declare(url, "nightly")
-    assert listing(url)["by_name"]["nightly"] | {"next_run": None} == {
+    listed = listing(url)["by_name"]["nightly"]
+    assert listed | {"next_run": None, "last_registered": None} == {
         "name": "nightly", "kind": "every", "schedule": "every 1h", "next_run": None,
         "options": {}, "skipped": {}, "paused": False, "source": "code", "version": 0,
-        "handler": None, "params": None, "runnable_by": [], "framework": None}
+        "handler": None, "params": None, "runnable_by": [], "framework": None,
+        "last_registered": None, "gone": False}
+    assert listed["last_registered"] is not None  # registered by the instance just now
 
     out = ok("pause", "nightly", "--by", "ops on call", "--backend", url)
     assert out == "paused job 'nightly' on every instance (version 1, by ops on call)\n"
