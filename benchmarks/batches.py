@@ -6,7 +6,10 @@ For each store, ``--steps`` times: N jobs fall due in one slot; one instance cla
 all with one ``claim_many()`` (what the engine sends when the backend sets
 ``supports_claim_batches``) and records their outcomes with one ``finish_many()``; then
 the same with N ``claim()`` and N ``finish()`` calls, one after another (what it sent
-before: the Django store's ORM thread runs them one at a time anyway). Prints the
+before: the Django store's ORM thread runs them one at a time anyway). Between the
+batched claims and finishes, one ``heartbeat()`` renews the N held runs and reads N
+watched ones (the previous step's, as an instance watches the runs others won), timed
+on its own. Prints the
 median and p99 of a whole step in milliseconds and the median per claim, as a table,
 and writes JSON with ``--json``. The ``"django"`` store on PostgreSQL and MariaDB needs
 ``ANARCHON_POSTGRES_URL`` / ``ANARCHON_MARIADB_URL`` (``scripts/servers.py``); a core
@@ -25,7 +28,7 @@ import uuid
 from typing import Any
 
 from anarchon import from_url
-from anarchon.backends.base import ClaimRequest, Finish, JobSpec
+from anarchon.backends.base import ClaimRequest, Finish, HeldRun, JobSpec, LeaseBackend, RunKey
 
 from . import django_stores
 from .common import percentile
@@ -49,7 +52,8 @@ async def _steps(url: str, jobs: int, steps: int) -> dict[str, list[float]]:
     await backend.open()
     await backend.register([JobSpec(n, "every", "every 1s") for n in names])
     base = int(time.time() * 1000) // 1000 * 1000
-    samples: dict[str, list[float]] = {"batched": [], "lone": []}
+    samples: dict[str, list[float]] = {"batched": [], "lone": [], "heartbeat": []}
+    assert isinstance(backend, LeaseBackend), url
     try:
         for step in range(steps):
             for mode in ("batched", "lone"):
@@ -60,6 +64,13 @@ async def _steps(url: str, jobs: int, steps: int) -> dict[str, list[float]]:
                     answers = await backend.claim_many([_request(n, slot) for n in names])
                     won = [a for a in answers if not isinstance(a, Exception)
                            and a.outcome == "won"]
+                    beat = time.perf_counter()
+                    beaten = await backend.heartbeat(
+                        "bench", [HeldRun(n, slot, 1) for n in names],
+                        [RunKey(n, slot - 2000) for n in names], 30_000)
+                    samples["heartbeat"].append(time.perf_counter() - beat)
+                    if beaten.lost:
+                        raise RuntimeError(f"{url}: {len(beaten.lost)} held runs lost")
                     await backend.finish_many([_finish(n, slot) for n in names])
                 else:
                     won = []
@@ -68,7 +79,9 @@ async def _steps(url: str, jobs: int, steps: int) -> dict[str, list[float]]:
                         won += [result] if result.outcome == "won" else []
                     for n in names:
                         await backend.finish(_finish(n, slot))
-                samples[mode].append(time.perf_counter() - start)
+                # a batched step's time leaves its heartbeat out (timed on its own)
+                beat_s = samples["heartbeat"][-1] if mode == "batched" else 0.0
+                samples[mode].append(time.perf_counter() - start - beat_s)
                 if len(won) != jobs:
                     raise RuntimeError(f"{url}: {len(won)} of {jobs} claims won in a step")
     finally:
@@ -96,7 +109,9 @@ COLUMNS: list[Column] = [
     ("one at a time p50 ms", lambda r: r["lone_p50_ms"]),
     ("one at a time p99 ms", lambda r: r["lone_p99_ms"]),
     ("per claim ms ", lambda r: r["lone_per_claim_ms"]),
-    ("speed-up", lambda r: r["speed-up"])]
+    ("speed-up", lambda r: r["speed-up"]),
+    ("heartbeat p50 ms", lambda r: r["heartbeat_p50_ms"]),
+    ("heartbeat p99 ms", lambda r: r["heartbeat_p99_ms"])]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,8 +99,10 @@ def test_without_middleware_each_slot_runs_once_and_the_slip_is_logged(
               if "ERROR" in line and "AnarchonMiddleware" in line]
     assert errors and "configuration error" in errors[0], errors
     assert logged("skipped: the job's previous run still holds its lease")
-    finished = [r for r in history(store, "tick") if r.status != "running"]
+    finished = [r for r in history(store, "tick") if r.status not in ("running", "skipped")]
     assert finished and {r.status for r in finished} == {"interrupted"}
+    # the slots skipped while a run held its lease are history records too
+    assert {r.reason for r in history(store, "tick") if r.status == "skipped"} == {"overlap"}
 
 
 def test_failing_actor_stays_running_while_retried_then_fails(make_rig: Any,
