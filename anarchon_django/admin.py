@@ -225,7 +225,7 @@ class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
             recent = [record for row in rows
                       for record in runtime.history(row.info.name, TIMELINE_RUNS)]
             chart = timeline.render([row.info.name for row in rows], recent)
-            gone = runtime.gone_jobs([row.info.name for row in rows])
+            gone = runtime.gone_jobs([row.info for row in rows])
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         history = reverse("admin:anarchon_django_run_changelist")
@@ -250,7 +250,7 @@ class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
             raise PermissionDenied
         name = request.POST.get("job", "")
         try:
-            runtime.request_run(name)
+            info = runtime.request_run(name)
         except (LookupError, runtime.RunRefused) as exc:
             messages.error(request, str(exc.args[0]))
         except Exception as exc:  # a store that does not answer: say so, never a 500
@@ -258,21 +258,16 @@ class JobAdmin(job_pages.JobControlViews, _ReadOnlyAdmin):
                            f"{type(exc).__name__}: {exc}")
         else:
             messages.success(request, f"Requested a manual run of “{name}”: "
-                             f"{_who_runs(name)}")
+                             f"{_who_runs(name, info.last_registered)}")
         return HttpResponseRedirect(reverse("admin:anarchon_django_job_changelist"))
 
 
-def _who_runs(name: str) -> str:
+def _who_runs(name: str, last: datetime | None) -> str:
     """The second half of the Run now message: whether an instance runs the job (by its
-    last registration: running instances register their jobs every ``REGISTER_EVERY``),
-    and the expiry."""
-    scheduler = runtime.get_scheduler()
-    ttl = getattr(scheduler.backend, "trigger_ttl", None)
+    ``last`` registration: running instances register their jobs every
+    ``REGISTER_EVERY``), and the expiry."""
+    ttl = getattr(runtime.get_scheduler().backend, "trigger_ttl", None)
     expiry = f" If none is running, the request expires unclaimed after {ttl:g} s." if ttl else ""
-    try:
-        last = runtime.last_registered(name, scheduler)
-    except Exception:  # the request is stored: say what is known without it
-        last = None
     if last is None:
         return f"an instance running {name!r} executes it within a few seconds.{expiry}"
     age = max((timezone.now() - last).total_seconds(), 0.0)

@@ -190,16 +190,15 @@ def history(name: str, count: int, scheduler: Scheduler | None = None) -> list[R
     return scheduler.history(name, count) if store is None else store.history(name, count)
 
 
-def gone_jobs(names: Iterable[str], scheduler: Scheduler | None = None) -> set[str]:
-    """Which of ``names`` are gone: declared nowhere here and registered (or, on the
-    ``"django"`` store, started) by no instance for 24 hours (``JobInfo.gone``,
-    ``direct.gone``)."""
+def gone_jobs(infos: Iterable[JobInfo], scheduler: Scheduler | None = None) -> set[str]:
+    """Which of the jobs ``infos`` (``job_infos()``) describe are gone: declared nowhere
+    here and registered (or, on the ``"django"`` store, started) by no instance for
+    24 hours (``JobInfo.gone``, ``direct.gone``)."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
     if store is None:
-        wanted = set(names)
-        return {info.name for info in scheduler.jobs() if info.gone and info.name in wanted}
-    return {n for n in names if direct.gone(scheduler, store, n)}
+        return {info.name for info in infos if info.gone}
+    return {info.name for info in infos if direct.gone(scheduler, store, info.name)}
 
 
 def forget(name: str, scheduler: Scheduler | None = None) -> int:
@@ -269,7 +268,7 @@ def find_run(name: str, slot: int, attempt: int, manual: bool,
 RunRefused = TriggerRefusedError
 
 
-def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None) -> None:
+def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None) -> JobInfo:
     """Ask the store for a manual run that exactly one running instance executes.
 
     Goes through the core's ``trigger(name, data)`` (the ``"django"`` store: written in
@@ -277,7 +276,8 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
     until the run starts (no secrets). Unknown jobs raise ``LookupError``; a second
     request while one is pending or running, or a request for a gone job, raises
     ``RunRefused`` (``anarchon.TriggerRefusedError``) on every store. Requests expire
-    unclaimed after the backend's ``trigger_ttl``.
+    unclaimed after the backend's ``trigger_ttl``. Returns the job's description, read
+    for the checks (``last_registered`` says whether an instance runs it).
     """
     scheduler = scheduler or get_scheduler()
     infos = {info.name: info for info in job_infos(scheduler)}
@@ -289,16 +289,11 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
             raise TriggerRefusedError(direct.gone_message(name), name=name, reason="gone")
         payload, exclusive = scheduler.core.trigger_args(name, data)
         store.request_trigger(name, payload, exclusive)
-        return
+        return infos[name]
     if infos[name].gone:
         raise TriggerRefusedError(direct.gone_message(name), name=name, reason="gone")
     scheduler.trigger(name, data=data)
-
-
-def last_registered(name: str, scheduler: Scheduler | None = None) -> datetime | None:
-    """When an instance last registered job ``name`` (``None``: unknown)."""
-    info = next((i for i in job_infos(scheduler) if i.name == name), None)
-    return None if info is None else info.last_registered
+    return infos[name]
 
 
 def instances(records: Sequence[RunRecord]) -> list[str]:
