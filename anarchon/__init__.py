@@ -10,23 +10,24 @@ from __future__ import annotations
 from .backends import Backend, ClaimBackend, LeaseBackend, SqliteBackend, from_url
 from .clock import Clock, FakeClock, SystemClock
 from .context import AbortSignal, RunContext, RunToken
-from .control import Change
+from .control.changes import Change
 from .durations import DurationLike, parse_duration
-from .engine import AsyncScheduler
+from .engine.scheduler import AsyncScheduler
+from .engine.sync_scheduler import Scheduler
 from .errors import (
     Aborted,
     AnarchonError,
     IncompatibleStoreError,
     JobNotFoundError,
     JobTimeout,
+    StoreDataError,
     StoreError,
     TriggerRefusedError,
 )
 from .events import Event
 from .history import JobInfo, RunRecord
-from .registry import at, configure, cron, every, get_scheduler, start_all, stop_all
-from .schedule_types import register_schedule_type
-from .sync import Scheduler
+from .jobs.global_api import at, configure, cron, every, get_scheduler, start_all, stop_all
+from .schedules.custom import register_schedule_type
 from .tracking import AsyncTracker, Tracker
 
 __version__ = "0.1.0"
@@ -72,6 +73,7 @@ __all__ = [
     "RunToken",
     "Scheduler",
     "SqliteBackend",
+    "StoreDataError",
     "StoreError",
     "SystemClock",
     "Tracker",

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from .aio import wait_event
 from .durations import DurationLike, parse_duration
+from .engine.aio import wait_event
 from .errors import Aborted
 from .history import RunReason
 

@@ -23,6 +23,13 @@ class StoreError(AnarchonError, ConnectionError):
     """The store could not be reached or answered with an error."""
 
 
+class StoreDataError(StoreError, ValueError):
+    """The store answered, but what it holds is not anarchon's format (a key of another
+    type, a record that does not decode): a data error, never an outage. It subclasses
+    [`StoreError`][anarchon.errors.StoreError] so code that retries store errors keeps
+    running; the log tells it apart (see ``anarchon.engine.outages``)."""
+
+
 class IncompatibleStoreError(AnarchonError, RuntimeError):
     """The store holds data of another format, or the server lacks a needed capability."""
 

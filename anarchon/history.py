@@ -83,7 +83,8 @@ class JobInfo:
     #: ``anarchon.backends.frameworks``.
     framework: str | None = None
     #: when an instance last registered the job (store clock; running instances register
-    #: their jobs again every ``anarchon.refreshing.REGISTER_EVERY``, 10 min); ``None``
+    #: their jobs again every ``anarchon.control.registration_refresh.REGISTER_EVERY``,
+    #: 10 min); ``None``
     #: where the store does not keep it (RabbitMQ, NATS) or has not seen a refresh yet
     last_registered: datetime | None = None
     #: declared nowhere in this process and registered by no instance for

@@ -17,10 +17,10 @@ from typing import Any
 from .backends.base import Backend, HeldRun, LeaseBackend
 from .context import RunToken
 from .durations import DurationLike, parse_duration, to_ms
-from .finishing import build_finish
+from .engine.finish_records import build_finish
+from .engine.portal import Portal
 from .history import RunStatus
-from .jobs import DEFAULT_RETAIN_RUNS_MS, check_heartbeat
-from .portal import Portal
+from .jobs.definition import DEFAULT_RETAIN_RUNS_MS, check_heartbeat
 
 
 class AsyncTracker:
@@ -28,7 +28,7 @@ class AsyncTracker:
 
     ``lease``/``heartbeat`` apply while a worker executes a run (they should match the
     schedulers'); ``history_size``/``history_ttl`` bound the job's history on finish.
-    The finished run row is kept as ``anarchon.jobs.retention_ms`` rules for a job
+    The finished run row is kept as ``anarchon.jobs.definition.retention_ms`` rules for a job
     with the default ``max_late``, ``catch_up`` and ``jitter`` (a worker does not know
     the job's own values; the rule's hour of margin covers ordinary ones).
     """

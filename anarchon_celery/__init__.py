@@ -8,13 +8,16 @@ module to record each task's real outcome in anarchon's history.
 
 from __future__ import annotations
 
-from .config import ConfigurationError, Settings
-from .crontab import CeleryCrontabSchedule
-from .dynamic import HANDLER, EntryError
-from .entries import Entry
-from .publish import task_id_for
-from .scheduler import Scheduler
-from .worker import token_from_request, track_outcomes
+from anarchon_celery.beat.config import ConfigurationError, Settings
+from anarchon_celery.beat.embedded import connect as _connect_worker_check
+from anarchon_celery.beat.scheduler import Scheduler
+from anarchon_celery.entries.dynamic import HANDLER, EntryError
+from anarchon_celery.entries.entry import Entry
+from anarchon_celery.schedules.crontab import CeleryCrontabSchedule
+from anarchon_celery.tasks.publish import task_id_for
+from anarchon_celery.tasks.worker import token_from_request, track_outcomes
+
+_connect_worker_check()  # refuse `celery worker -B -S anarchon` (-S is --statedb there)
 
 __all__ = [
     "CeleryCrontabSchedule",

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .importing import apply, plan, print_table
+from anarchon_celery.importers.plan import apply, plan, print_table
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,7 +46,7 @@ def import_redbeat(app: Any, *, redis_url: str | None, key_prefix: str | None,
     """Plan (and with ``write`` apply) redbeat's entries; prints the table."""
     import redis
 
-    from .redbeat_import import read_sources
+    from anarchon_celery.importers.redbeat import read_sources
 
     url = redis_url or app.conf.get("redbeat_redis_url") or app.conf.broker_url
     prefix = key_prefix if key_prefix is not None else (

@@ -14,7 +14,8 @@ class AnarchonConfig(AppConfig):
     default_auto_field = "django.db.models.AutoField"
 
     def ready(self) -> None:
-        from . import checks, conf  # noqa: F401 - registers checks and the settings receiver
+        # registers checks and the settings receiver
+        from anarchon_django.settings import checks, conf  # noqa: F401
 
         autodiscover()
 
@@ -27,7 +28,7 @@ def autodiscover() -> None:
     """
     from django.utils.module_loading import autodiscover_modules
 
-    from .conf import SettingsError, get_settings
+    from anarchon_django.settings.conf import SettingsError, get_settings
 
     try:
         modules = get_settings().autodiscover

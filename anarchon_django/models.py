@@ -63,3 +63,14 @@ class DynamicJob(models.Model):
         db_table = "anarchon_django_dynamicjob_unmanaged"
         verbose_name = "dynamic job"
         verbose_name_plural = "dynamic jobs"
+
+
+class Instance(models.Model):
+    """A running instance, as the admin's Instances page shows it (read-only)."""
+
+    class Meta:
+        managed = False
+        db_table = "anarchon_django_instance_unmanaged"
+        default_permissions = ("view",)
+        verbose_name = "instance"
+        verbose_name_plural = "instances"

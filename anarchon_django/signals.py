@@ -27,8 +27,7 @@ from django.dispatch import Signal
 from django.utils.module_loading import import_string
 
 from anarchon import Event, Scheduler
-
-from .conf import SettingsError
+from anarchon_django.settings.conf import SettingsError
 
 logger = logging.getLogger("anarchon_django")
 

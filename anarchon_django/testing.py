@@ -30,7 +30,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 
 from anarchon import AbortSignal, RunContext, RunRecord
-from anarchon.slots import ms_to_datetime
+from anarchon.schedules.kinds import ms_to_datetime
 from anarchon.tracebacks import describe
 
 #: the instance id ``run_job`` records
@@ -44,7 +44,7 @@ def run_job(name: str, data: Any = None) -> RunRecord:
     traceback as history keeps it (``anarchon.tracebacks.describe()``; its last line
     is the exception's). Unknown names raise ``LookupError``.
     """
-    from . import direct, runtime
+    from anarchon_django.control import direct, runtime
 
     declarations = {d.name: d for d in runtime.all_declarations()}
     if name not in declarations:

@@ -20,9 +20,11 @@ from typing import Any
 
 import dramatiq
 
-from anarchon import Backend
-from anarchon.clierrors import UsageFailure, report
+from anarchon import Backend, __version__
+from anarchon.backends.capabilities import ControlStore
+from anarchon.cli.failures import UsageFailure, report
 from anarchon.durations import parse_duration
+from anarchon.observability import port_from, serve_metrics
 
 from .discovery import project_store
 from .runner import build_scheduler
@@ -36,6 +38,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="anarchon-dramatiq",
         description="Send scheduled Dramatiq actors from every instance; one message per "
                     "slot cluster-wide.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("modules", nargs="+", metavar="MODULE",
                         help="modules to import; MODULE:NAME picks the broker variable "
                              "(default: Dramatiq's global broker)")
@@ -54,6 +57,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--heartbeat", help="lease renewal interval (5s)")
     parser.add_argument("--jitter", help="default random delay before claiming (2s)")
     parser.add_argument("--max-late", help="default lateness limit of a claim (60s)")
+    parser.add_argument("--metrics", action="store_true",
+                        help="Prometheus metrics (needs the 'prometheus' extra)")
+    parser.add_argument("--metrics-port", help="serve /metrics on this port (default "
+                                               "$ANARCHON_METRICS_PORT; needs --metrics)")
     parser.add_argument("--instance-id", help="this instance's id (default host:pid:random)")
     parser.add_argument("--path", action="append", default=[],
                         help="add a directory to sys.path (default: the current one)")
@@ -95,6 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             value = getattr(args, key)
             if value is not None:
                 options[key] = parse_duration(_number(value), option=key)
+        if args.metrics:
+            options["metrics"] = True
+        port = port_from(args.metrics_port, "--metrics-port")
+        if port is not None and not args.metrics:
+            if args.metrics_port is not None:
+                raise ValueError("--metrics-port needs --metrics")
+            port = None  # ANARCHON_METRICS_PORT alone: metrics are off here
         broker = load(args.modules, args.path)
         backend_url = args.backend or os.environ.get("ANARCHON_BACKEND")
         backend: str | Backend | None = backend_url or project_store()
@@ -113,8 +127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ", ".join(scheduler.job_names) or "no marked actor", scheduler.backend.name,
         scheduler.instance_id,
         ", ".join(handler_name(a) for a in all_actors(broker))
-        if scheduler.backend.supports_control else "none (the store has no runtime control)")
+        if isinstance(scheduler.backend, ControlStore)
+        else "none (the store has no runtime control)")
     try:
+        if port is not None:
+            serve_metrics(port)
         scheduler.run(stop_timeout=parse_duration(args.stop_timeout, option="stop_timeout"))
     except KeyboardInterrupt:
         return 130

@@ -70,8 +70,8 @@ def project_store() -> Backend | None:
         return None
     from django.core.exceptions import ImproperlyConfigured
 
-    from anarchon_django.backend import build_backend
-    from anarchon_django.conf import get_settings
+    from anarchon_django.settings.backend import build_backend
+    from anarchon_django.settings.conf import get_settings
 
     try:
         return build_backend(get_settings())

@@ -27,8 +27,8 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from anarchon.durations import parse_duration
-from anarchon.jobs import JOB_OPTIONS, resolve_job
-from anarchon.names import check_job_name
+from anarchon.jobs.definition import JOB_OPTIONS, resolve_job
+from anarchon.jobs.name_checks import check_job_name
 
 from .errors import check_delay, check_resend
 
@@ -91,7 +91,7 @@ def every(interval: Any, *, name: str | None = None, **options: Any) -> Callable
     ``name`` defaults to the actor's name. See the module docstring for the options.
 
     The schedule comes first and ``name`` is keyword-only, unlike
-    [`anarchon.every()`][anarchon.registry.every] (``every(name, interval)``): a mark
+    [`anarchon.every()`][anarchon.jobs.global_api.every] (``every(name, interval)``): a mark
     names the actor it decorates, so the job name is rarely given, as
     ``@dramatiq.actor`` takes its ``actor_name`` by keyword.
     """

@@ -35,7 +35,6 @@ Messages without anarchon options (sent by anything else) are ignored.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
@@ -45,6 +44,7 @@ from dramatiq.broker import MessageProxy
 from dramatiq.middleware import Retries, SkipMessage
 
 from anarchon import AsyncTracker, Backend, RunToken, Tracker, from_url
+from anarchon.handoff import PerProcess
 
 logger = logging.getLogger("anarchon.dramatiq")
 
@@ -71,8 +71,8 @@ class AnarchonMiddleware(Middleware):
                                              history_ttl=history_ttl)
         AsyncTracker(_placeholder_backend(), **self._options)  # check options (no I/O)
         self._lock = threading.Lock()
-        self._tracker: Tracker | None = None
-        self._pid = 0
+        self._tracker = PerProcess(lambda: Tracker(self._build_backend(), **self._options),
+                                   Tracker.close)
         #: message ids skipped by us because their attempt was replaced
         self._replaced: set[str] = set()
 
@@ -81,11 +81,7 @@ class AnarchonMiddleware(Middleware):
     @property
     def tracker(self) -> Tracker:
         """This process's tracker (created on first use, again after a fork)."""
-        with self._lock:
-            if self._tracker is None or self._pid != os.getpid():
-                self._tracker = Tracker(self._build_backend(), **self._options)
-                self._pid = os.getpid()
-            return self._tracker
+        return self._tracker.get()
 
     def _build_backend(self) -> Backend:
         source = self._source
@@ -100,10 +96,7 @@ class AnarchonMiddleware(Middleware):
 
     def close(self) -> None:
         """Stop renewing and close this process's store connection."""
-        with self._lock:
-            tracker, self._tracker = self._tracker, None
-        if tracker is not None and self._pid == os.getpid():
-            tracker.close()
+        self._tracker.close()
 
     # -- Dramatiq hooks ---------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from typing import Any
 from dramatiq import Broker
 
 from anarchon import Backend, Scheduler, from_url
+from anarchon.backends.capabilities import ControlStore
 
 from .sending import all_actors, register_actors
 
@@ -28,9 +29,9 @@ def build_scheduler(backend: str | Backend, broker: Broker | None = None, *,
     store = from_url(backend) if isinstance(backend, str) else backend
     scheduler = Scheduler(store, instance_id=instance_id, **options)
     names = register_actors(scheduler, broker, track=track, queue_lease=queue_lease)
-    if not names and not (store.supports_control and all_actors(broker)):
+    if not names and not (isinstance(store, ControlStore) and all_actors(broker)):
         raise ValueError("no Dramatiq actor is marked with anarchon_dramatiq.every/cron/at"
                          + (" and none is declared to run dynamic jobs" if
-                            store.supports_control else "")
+                            isinstance(store, ControlStore) else "")
                          + " (import the modules that declare them first)")
     return scheduler

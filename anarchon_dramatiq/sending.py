@@ -31,15 +31,18 @@ failure; skipped slots are logged (``SlotLog``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from typing import Any, TypeAlias
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
 import dramatiq
 from dramatiq import Actor, Broker
 
 from anarchon import AsyncScheduler, RunContext, Scheduler
+from anarchon.backends.capabilities import ControlStore
 from anarchon.durations import parse_duration
+from anarchon.handoff.sender import Handoff
 
+from . import outbox
 from .errors import check_delay, check_resend
 from .marks import Mark, check_message_options, marks_of
 from .params import ParamsError, message_arguments
@@ -55,18 +58,37 @@ HANDLER_PREFIX = "dramatiq:"
 FRAMEWORK = "dramatiq"
 
 AnyScheduler: TypeAlias = "Scheduler | AsyncScheduler"
+R = TypeVar("R")
 
 
-class ActorSender:
-    """The handler of one marked actor's job: sends one message per won slot."""
+class Message(NamedTuple):
+    """One message of an actor: its arguments and its options (``anarchon_*`` included)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+
+
+class ActorSender(Handoff[Message]):
+    """The handler of one marked actor's job: sends one message per won slot (the core's
+    hand-off, [`anarchon.handoff.sender.Handoff`][anarchon.handoff.sender.Handoff]: the lease
+    check before each try, retries until ``max_late``, the outcome watch), each try
+    through the process's send threads (``anarchon_dramatiq.outbox``)."""
+
+    logger = logger
+    verb = "sending"
 
     def __init__(self, actor: Actor[Any, Any], mark: Mark, track: bool,
-                 queue_lease: float, watch: OutcomeWatch | None = None) -> None:
+                 queue_lease: float, watch: OutcomeWatch | None = None,
+                 engine: AsyncScheduler | None = None, max_late: float | None = None) -> None:
+        # a failed send is retried until the slot is max_late late (default: the
+        # scheduler's; without a scheduler, not retried)
+        super().__init__(track=track, queue_lease=queue_lease, engine=engine, watch=watch,
+                         resend=mark.resend,
+                         max_late=(max_late if max_late is not None else 0.0 if engine is None
+                                   else float(engine.options.defaults["max_late"])))
         self.actor = actor
         self.mark = mark
-        self.track = track
-        self.queue_lease = queue_lease
-        self.watch = watch
         self.__name__ = f"send_{actor.actor_name}"
 
     def options_for(self, ctx: RunContext) -> dict[str, Any]:
@@ -74,10 +96,13 @@ class ActorSender:
 
         Manual runs (``run_now``) are never tracked: they finish when the message is sent.
         """
+        return self.options(ctx, self.headers(ctx))
+
+    def options(self, ctx: RunContext, headers: dict[str, Any]) -> dict[str, Any]:
+        """The mark's message options, then ``headers`` and what the worker reads."""
         options: dict[str, Any] = dict(self.mark.message_options)
+        options.update(headers)
         if self.tracked(ctx):
-            token = ctx.detach(lease=self.queue_lease)
-            options.update(token.to_headers())
             # the worker's middleware trims history as the mark asks
             size, ttl = self.mark.job_options.get("history_size"), self.mark.job_options.get(
                 "history_ttl")
@@ -85,54 +110,47 @@ class ActorSender:
                 options["anarchon_history_size"] = size
             if ttl is not None:
                 options["anarchon_history_ttl"] = parse_duration(ttl, option="history_ttl")
-        else:
-            options.update(anarchon_job=ctx.name, anarchon_slot=ctx.slot,
-                           anarchon_attempt=ctx.attempt)
         if ctx.data is not None:  # the mark's data=, run_now(data=): read with run_info()
             options["anarchon_data"] = ctx.data
         return options
-
-    def tracked(self, ctx: RunContext) -> bool:
-        """Whether this run is detached and finished by a worker (never a manual run)."""
-        return self.track and not ctx.manual
 
     def arguments(self, ctx: RunContext) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The actor's arguments for this run: the mark's ``args``/``kwargs``."""
         return tuple(self.mark.args), dict(self.mark.kwargs)
 
-    def __call__(self, ctx: RunContext) -> None:
+    def message(self, ctx: RunContext, headers: dict[str, Any]) -> Message:
         try:
             args, kwargs = self.arguments(ctx)
         except ParamsError as exc:
             logger.error("job %r slot %s attempt %d: %s; the run is recorded as failed",
                          ctx.name, ctx.slot, ctx.attempt, exc)
             raise
-        options = self.options_for(ctx)
-        queue_name = self.mark.queue_name or self.actor.queue_name
-        try:
-            message = self._send(args, kwargs, options)
-        except Exception as exc:
-            logger.error("job %r slot %s attempt %d: sending to queue %r failed: %s: %s; "
-                         "the run is recorded as failed", ctx.name, ctx.slot, ctx.attempt,
-                         queue_name, type(exc).__name__, exc)
-            raise
-        logger.info("job %r slot %s attempt %d: sent message %s to %s", ctx.name, ctx.slot,
-                    ctx.attempt, message.message_id, message.queue_name)
-        if self.watch is not None and self.tracked(ctx):
-            self.watch.expect(ctx.name, ctx.slot, ctx.attempt, self.queue_lease,
-                              resend=self.mark.resend)
+        return Message(args, kwargs, self.options(ctx, headers))
 
-    def _send(self, args: tuple[Any, ...], kwargs: dict[str, Any],
-              options: dict[str, Any]) -> Any:
+    def through(self, attempt: Callable[[], R]) -> R:
+        """Each try through the outbox: its few threads hold the broker connections."""
+        return outbox.send(attempt)
+
+    def send(self, ctx: RunContext, message: Message) -> Any:
         queue_name = self.mark.queue_name
         if queue_name is None or queue_name == self.actor.queue_name:
-            return self.actor.send_with_options(args=args, kwargs=kwargs,
-                                                delay=self.mark.delay, **options)
+            return self.actor.send_with_options(args=message.args, kwargs=message.kwargs,
+                                                delay=self.mark.delay, **message.options)
         broker = self.actor.broker
         if queue_name not in broker.get_declared_queues():
             broker.declare_queue(queue_name)
-        built = self.actor.message_with_options(args=args, kwargs=kwargs, **options)
+        built = self.actor.message_with_options(args=message.args, kwargs=message.kwargs,
+                                                **message.options)
         return broker.enqueue(built.copy(queue_name=queue_name), delay=self.mark.delay)
+
+    def failed(self, ctx: RunContext, exc: Exception) -> None:
+        logger.error("job %r slot %s attempt %d: sending to queue %r failed: %s: %s; "
+                     "the run is recorded as failed", ctx.name, ctx.slot, ctx.attempt,
+                     self.mark.queue_name or self.actor.queue_name, type(exc).__name__, exc)
+
+    def sent(self, ctx: RunContext, result: Any) -> None:
+        logger.info("job %r slot %s attempt %d: sent message %s to %s", ctx.name, ctx.slot,
+                    ctx.attempt, result.message_id, result.queue_name)
 
 
 class ActorHandler(ActorSender):
@@ -140,9 +158,9 @@ class ActorHandler(ActorSender):
     actor's (one message per won slot, the same ``anarchon_*`` options), untracked, its
     arguments taken from the job's ``params`` (``anarchon_dramatiq.params``)."""
 
-    def __init__(self, actor: Actor[Any, Any]) -> None:
+    def __init__(self, actor: Actor[Any, Any], engine: AsyncScheduler | None = None) -> None:
         super().__init__(actor, Mark("handler", None, None), track=False,
-                         queue_lease=DEFAULT_QUEUE_LEASE)
+                         queue_lease=DEFAULT_QUEUE_LEASE, engine=engine)
 
     def arguments(self, ctx: RunContext) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments ``ctx.params`` stands for; ``ParamsError`` when it cannot."""
@@ -217,13 +235,15 @@ def register_actors(scheduler: AnyScheduler, broker: Broker | None = None, *,
                 "so unless workers elsewhere declare it the message is never processed%s",
                 where, mark.queue_name, ", ".join(sorted(queues)),
                 " and the tracked run blocks the job for queue_lease" if tracked else "")
-        sender = ActorSender(actor, mark, tracked, lease, watch)
+        max_late = options.get("max_late")
+        sender = ActorSender(actor, mark, tracked, lease, watch, core,
+                             None if max_late is None else
+                             parse_duration(max_late, option=f"{where}: max_late"))
         scheduler.declare_job(mark.kind, name, mark.when, sender, options,
                               framework=FRAMEWORK)
         names.append(name)
     if names:
         core.on("skip", SlotLog(set(names)))
-        core.on("start", watch.on_start)
     if handlers:
         register_handlers(scheduler, broker, actors=actors)
     return names
@@ -240,14 +260,14 @@ def register_handlers(scheduler: AnyScheduler, broker: Broker | None = None, *,
     ``anarchon_dramatiq.params``), untracked: the run succeeds when the message is sent.
     """
     core = scheduler.core if isinstance(scheduler, Scheduler) else scheduler
-    if not core.backend.supports_control:
+    if not isinstance(core.backend, ControlStore):
         return []
     chosen = None if actors is None else {id(a) for a in actors}
     offered: list[str] = []
     for actor in sorted(all_actors(broker), key=lambda a: a.actor_name):
         if chosen is None or id(actor) in chosen:
             offered.append(handler_name(actor))
-            core.handler(offered[-1], ActorHandler(actor))
+            core.handler(offered[-1], ActorHandler(actor, core))
     return offered
 
 

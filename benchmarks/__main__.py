@@ -30,7 +30,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import claims, control, django_stores, handover, heartbeat, peers, scale, servers
+from tests.harness import django_stores, rig
+from tests.harness.cleanup import cleanup
+
+from . import claims, control, handover, heartbeat, peers, scale
 from .peers import Variant
 from .report import Column, machine, table
 
@@ -71,7 +74,7 @@ class Plan:
     #: runtime control: trials per store and wake-up mode, the instances' heartbeat
     control_trials: int = 20
     control_heartbeat: float = 1.0
-    control_stores: tuple[str, ...] = servers.LEASE_STORES + django_stores.STORES
+    control_stores: tuple[str, ...] = rig.LEASE_STORES + django_stores.STORES
 
 
 SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
@@ -87,9 +90,9 @@ SMOKE = Plan(claim_rounds=20, claim_instances=(1, 3), heartbeat_runs=(1, 100, 10
              # one store, one trial (about 6 s): the smoke run must stay near a minute
              control_trials=1, control_heartbeat=0.3, control_stores=("sqlite",))
 FULL = Plan(claim_rounds=300, claim_instances=(1, 3), heartbeat_runs=(1, 100, 1000),
-            heartbeat_window=5.0, heartbeat_stores=servers.LEASE_STORES,
+            heartbeat_window=5.0, heartbeat_stores=rig.LEASE_STORES,
             scale=((200, 1.0, 30.0), (1000, 1.0, 60.0), (10000, 10.0, 60.0)),
-            scale_stores=servers.LEASE_STORES, scale_django=django_stores.STORES,
+            scale_stores=rig.LEASE_STORES, scale_django=django_stores.STORES,
             idle_jobs=1000,
             idle_seconds=60.0,
             handover=((2.0, 0.25, {"graceful": 20, "kill": 20}),
@@ -220,14 +223,14 @@ class Runner:
         return rows
 
     def claims(self) -> list[dict[str, Any]]:
-        rows = self.unavailable(servers.STORES)
-        for store in self.available(servers.STORES):
+        rows = self.unavailable(rig.STORES)
+        for store in self.available(rig.STORES):
             namespace = f"cl{int(time.time() * 1000) % 10**8}"
-            url = servers.backend_url(store, self.urls.get(store), namespace, self.workdir)
+            url = rig.backend_url(store, self.urls.get(store), namespace, self.workdir)
             for n in self.plan.claim_instances:
                 rows += self.attempt(store, partial(claims.measure, url, n,
                                                     self.plan.claim_rounds))
-            asyncio.run(_cleanup(store, self.urls.get(store), namespace, ["bench"]))
+            asyncio.run(cleanup(store, self.urls.get(store), namespace, ["bench"]))
         return rows + self.django_claims()
 
     def django_stores(self, wanted: tuple[str, ...] = django_stores.STORES
@@ -235,7 +238,7 @@ class Runner:
         """The Django stores of ``wanted`` that can be measured here, and a skipped row
         for each of the others (their servers' URLs are passed on to django_stores)."""
         for kind, url in (("postgres", self.urls.get("postgres")),
-                          ("mariadb", servers.mariadb_url())):
+                          ("mariadb", rig.mariadb_url())):
             if url and not os.environ.get(django_stores.VARIABLES[kind]):
                 os.environ[django_stores.VARIABLES[kind]] = url
         ready, skipped = [], []
@@ -248,7 +251,7 @@ class Runner:
         return ready, skipped
 
     def django_claims(self) -> list[dict[str, Any]]:
-        """The ORM store on each database (benchmarks.django_stores), when Django is here."""
+        """The ORM store on each database (tests.harness.django_stores), when Django is here."""
         ready, rows = self.django_stores()
         for store in ready:
             kind = store.split("-", 1)[1]
@@ -329,10 +332,10 @@ class Runner:
         return rows + self.django_control()
 
     def django_control(self) -> list[dict[str, Any]]:
-        """The ORM store on each database, in this process (benchmarks.django_stores)."""
+        """The ORM store on each database, in this process (tests.harness.django_stores)."""
         rows = []
         for kind, url in (("postgres", self.urls.get("postgres")),
-                          ("mariadb", servers.mariadb_url())):
+                          ("mariadb", rig.mariadb_url())):
             if url and not os.environ.get(django_stores.VARIABLES[kind]):
                 os.environ[django_stores.VARIABLES[kind]] = url
         for store in (s for s in django_stores.STORES if s in self.stores
@@ -383,12 +386,6 @@ def _run_async(fn: Callable[..., Any], *args: Any) -> Any:
     return asyncio.run(fn(*args))
 
 
-async def _cleanup(store: str, base: str | None, namespace: str, jobs: list[str]) -> None:
-    from .cleanup import cleanup
-
-    await cleanup(store, base, namespace, jobs)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks",
                                      description=(__doc__ or "").split("\n\n")[0])
@@ -396,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="a short run (about a minute) that proves the harness works")
     parser.add_argument("--only", default=",".join(SECTIONS),
                         help=f"comma-separated sections: {', '.join(SECTIONS)}")
-    every_store = servers.STORES + django_stores.STORES
+    every_store = rig.STORES + django_stores.STORES
     parser.add_argument("--backends", default=",".join(every_store),
                         help=f"comma-separated stores: {', '.join(every_store)}")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -412,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown section(s)/backend(s): {', '.join(unknown)}")
     plan = SMOKE if args.smoke else FULL
     began = time.monotonic()
-    wanted_servers = tuple(s for s in servers.SERVERS if s in stores)
-    urls = servers.find(wanted_servers)
+    wanted_servers = tuple(s for s in rig.SERVERS if s in stores)
+    urls = rig.find(wanted_servers)
     before = machine()
     results: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="anarchon-bench-") as tmp:

@@ -3,8 +3,8 @@
     python -m benchmarks.batches --backends django-sqlite,django-postgres,django-mariadb
 
 For each store, ``--steps`` times: N jobs fall due in one slot; one instance claims them
-all with one ``claim_many()`` (what the engine sends when the backend sets
-``supports_claim_batches``) and records their outcomes with one ``finish_many()``; then
+all with one ``claim_many()`` (what the engine sends when the backend is a
+``BatchStore``) and records their outcomes with one ``finish_many()``; then
 the same with N ``claim()`` and N ``finish()`` calls, one after another (what it sent
 before: the Django store's ORM thread runs them one at a time anyway). Between the
 batched claims and finishes, one ``heartbeat()`` renews the N held runs and reads N
@@ -29,8 +29,8 @@ from typing import Any
 
 from anarchon import from_url
 from anarchon.backends.base import ClaimRequest, Finish, HeldRun, JobSpec, LeaseBackend, RunKey
+from tests.harness import django_stores
 
-from . import django_stores
 from .common import percentile
 from .report import Column, machine, table
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 import resource
@@ -13,7 +14,8 @@ from typing import Any
 
 #: backend methods that talk to the store (what ``count_calls`` counts)
 STORE_METHODS = ("register", "claim", "claim_many", "confirm", "finish", "finish_many",
-                 "heartbeat", "release", "unfinished", "take_triggers", "poll",
+                 "heartbeat", "heartbeat_live", "leave", "instances", "release",
+                 "unfinished", "take_triggers", "poll",
                  "read_controls", "change_control", "change_log", "offer_handlers",
                  "start_manual", "finish_manual", "history", "known_jobs")
 
@@ -57,25 +59,59 @@ def usage() -> dict[str, float]:
             "wall": time.monotonic()}
 
 
-def count_calls(backend: Any, counts: Counter[str] | None = None) -> Counter[str]:
+#: set while a call counted with ``outermost`` runs (its nested calls are not counted)
+_INSIDE: contextvars.ContextVar[bool] = contextvars.ContextVar("inside_store_call",
+                                                               default=False)
+
+
+def count_calls(backend: Any, counts: Counter[str] | None = None,
+                outermost: bool = False) -> Counter[str]:
     """Count calls to the store methods of one backend instance (wraps them in place).
 
-    This only counts: every call still goes to the real store.
+    With ``outermost``, a call a store method makes to another of its own (SQLite's and
+    PostgreSQL's ``claim`` is one ``claim_many``) is not counted: the count is the calls
+    the engine made. This only counts: every call still goes to the real store.
     """
     tally: Counter[str] = counts if counts is not None else Counter()
     for name in STORE_METHODS:
         method = getattr(backend, name, None)
         if method is None:
             continue
-        setattr(backend, name, _counted(method, name, tally))
+        setattr(backend, name, _counted(method, name, tally, outermost))
     return tally
 
 
-def _counted(method: Callable[..., Any], name: str, tally: Counter[str]) -> Callable[..., Any]:
+def count_with_clones(backend: Any, tally: Counter[str], outermost: bool = False) -> None:
+    """`count_calls` on ``backend`` and on every clone its ``lease_clone()`` makes (the
+    lease keeper's connection: its heartbeats go there on SQLite, PostgreSQL and a Redis
+    built from a URL), into the same ``tally``."""
+    count_calls(backend, tally, outermost)
+    clone = getattr(backend, "lease_clone", None)
+    if callable(clone):
+        def counted_clone() -> Any:
+            copy = clone()
+            if copy is not None:
+                count_calls(copy, tally, outermost)
+            return copy
+
+        setattr(backend, "lease_clone", counted_clone)  # noqa: B010 - a method to mypy
+
+
+def _counted(method: Callable[..., Any], name: str, tally: Counter[str],
+             outermost: bool) -> Callable[..., Any]:
     @functools.wraps(method)
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not outermost:
+            tally[name] += 1
+            return await method(*args, **kwargs)
+        if _INSIDE.get():
+            return await method(*args, **kwargs)
         tally[name] += 1
-        return await method(*args, **kwargs)
+        token = _INSIDE.set(True)
+        try:
+            return await method(*args, **kwargs)
+        finally:
+            _INSIDE.reset(token)
 
     return wrapper
 

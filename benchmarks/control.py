@@ -35,12 +35,13 @@ from typing import Any
 
 from anarchon import AsyncScheduler, Event, RunContext, from_url
 from anarchon.backends.base import Backend, ClaimResult
-from anarchon.control import Change
+from anarchon.backends.capabilities import ControlStore
+from anarchon.control.changes import Change
 from anarchon.history import RunRecord
+from tests.harness.cleanup import cleanup
+from tests.harness.rig import backend_url
 
-from .cleanup import cleanup
 from .common import summary_ms
-from .servers import backend_url
 
 JOB = "ctl"
 INSTANCES = 3
@@ -84,7 +85,7 @@ class _Instances:
 
         def on_change(event: Event) -> None:
             if event.name == JOB:
-                seen.setdefault(scheduler._controls.version(JOB), time.perf_counter())
+                seen.setdefault(scheduler.control.controls.version(JOB), time.perf_counter())
 
         return on_change
 
@@ -181,7 +182,7 @@ async def _mode(url: str, trials: int, heartbeat: float, channel: bool,
     await asyncio.gather(*(s.start() for s in instances.schedulers))
     try:
         if channel:  # measured with the channel up on every instance
-            await _until(lambda: all(s._inbox.channel_up for s in instances.schedulers),
+            await _until(lambda: all(s.stats().wake_channel_up for s in instances.schedulers),
                          10, "the wake-up channel up on every instance")
         for _ in range(trials):
             for action in ACTIONS:
@@ -218,7 +219,7 @@ async def measure_on(store: str, make_url: Callable[[str], str], trials: int,
     """``measure()`` on the backend URLs ``make_url`` gives for a namespace (called in a
     thread: the Django store migrates there); ``remove`` clears a namespace after."""
     probe_url = await asyncio.to_thread(make_url, f"ct{uuid.uuid4().hex[:8]}")
-    if not from_url(probe_url).supports_control:
+    if not isinstance(from_url(probe_url), ControlStore):
         return [{"backend": store, "error": f"skipped: the {store} store has no runtime "
                  "control on this branch"}]
     modes = [False, True] if has_channel(probe_url) else [False]

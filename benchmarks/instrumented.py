@@ -1,6 +1,7 @@
 """Backends whose store calls are counted (the calls still go to the real store).
 
-Every backend counts calls to its store methods; Redis/Valkey backends are also given a
+Every backend counts calls to its store methods (and so do the clones it makes for the
+lease keeper's connection); Redis/Valkey backends are also given a
 client of our own whose round trips (commands, pipeline executions) are counted.
 """
 
@@ -14,7 +15,7 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 from anarchon import from_url
 from anarchon.backends.base import Backend
 
-from .common import count_calls, count_redis_commands
+from .common import count_redis_commands, count_with_clones
 
 
 @dataclass
@@ -73,7 +74,7 @@ def counted_backend(store: str, url: str, blocking_pool: bool = True) -> Counted
         count_redis_commands(client, counted.commands)
     else:
         counted = Counted(from_url(url))
-    count_calls(counted.backend, counted.calls)
+    count_with_clones(counted.backend, counted.calls)  # the lease keeper's connection too
     return counted
 
 

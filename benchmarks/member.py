@@ -1,17 +1,14 @@
-"""One benchmark instance process: ``python -m benchmarks.member CONFIG_JSON``.
+"""One instance of the scale and idle benchmarks: ``python -m benchmarks.member CONFIG_JSON``.
 
-``mode="load"`` (scale and idle): registers ``jobs`` jobs, starts, prints ``ready``, reads
-``go <t0> <t_end>`` from stdin, measures CPU/RSS/store calls over ``[t0, t_end)``, records
-every handler start of a slot in that window, stops ``grace`` seconds after ``t_end`` and
-writes a JSON result to ``result``.
-
-``mode="handover"``: one long job whose handler waits for its abort signal and then
-raises (so a graceful stop hands the run over); every start is appended to ``log`` as a
-JSON line with wall-clock ``t``. Runs until SIGTERM/SIGINT, as ``Scheduler.run()`` does.
+Started by :func:`tests.harness.procs.spawn` (``mode="load"``): registers ``jobs`` jobs,
+starts, prints ``ready``, reads ``go <t0> <t_end>`` from stdin, measures CPU/RSS/store
+calls over ``[t0, t_end)``, records every handler start of a slot in that window, stops
+``grace`` seconds after ``t_end`` and writes a JSON result to ``result``. (The hand-over
+benchmark runs the test clusters' instance, :mod:`tests.harness.worker`.)
 
 The worker records, for each slot, the claim delay the engine chose (its jitter draw,
 rounded up to the claim grid when claims are batched) and the raw draw, by wrapping
-``anarchon.planning.claim_delay_ms`` (as the engine calls it) and its ``random`` in this
+``anarchon.engine.plan.claim_delay_ms`` (as the engine calls it) and its ``random`` in this
 process; the handler looks its slot up. Entries of slots another instance won are
 pruned as time passes.
 """
@@ -22,17 +19,15 @@ import asyncio
 import json
 import os
 import random
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anarchon.engine
-import anarchon.planning
-from anarchon import AsyncScheduler, RunContext, Scheduler, from_url
+import anarchon.engine.plan
+import anarchon.engine.planner
+from anarchon import AsyncScheduler, RunContext
 
 from .common import usage
 from .instrumented import counted_backend, delta
@@ -46,7 +41,7 @@ _LAST_DRAW = [0.0]
 
 
 class _RecordingRandom:
-    """Stands in for the ``random`` module inside ``anarchon.engine``."""
+    """Stands in for the ``random`` module inside ``anarchon.engine.plan``."""
 
     def uniform(self, a: float, b: float) -> float:
         value = random.uniform(a, b)
@@ -85,12 +80,12 @@ async def _sleep_until(wall: float) -> None:
 
 
 async def load(config: dict[str, Any]) -> None:
-    # the draw is made in anarchon.planning; the engine calls its own imported name
-    setattr(anarchon.planning, "random", _RecordingRandom())  # noqa: B010 - no such attribute to mypy
-    setattr(anarchon.engine, "claim_delay_ms",  # noqa: B010 - not exported to mypy
-            _recording_delay(anarchon.planning.claim_delay_ms))
+    # the draw is made in anarchon.engine.plan; the engine calls its own imported name
+    setattr(anarchon.engine.plan, "random", _RecordingRandom())  # noqa: B010 - no such attribute to mypy
+    setattr(anarchon.engine.planner, "claim_delay_ms",  # noqa: B010 - not exported to mypy
+            _recording_delay(anarchon.engine.plan.claim_delay_ms))
     if config.get("django"):
-        from . import django_stores
+        from tests.harness import django_stores
 
         django_stores.use(config["django"])
     counted = counted_backend(config["store"], config["url"])
@@ -145,41 +140,11 @@ async def load(config: dict[str, Any]) -> None:
     await counted.close()
 
 
-def handover(config: dict[str, Any]) -> None:
-    log = open(config["log"], "a", buffering=1)  # noqa: SIM115 - lives as long as we do
-
-    def write(**fields: Any) -> None:
-        fields.update(t=time.time(), instance=config["instance"])
-        log.write(json.dumps(fields) + "\n")
-
-    def handler(ctx: RunContext) -> None:
-        write(kind="begin", slot=ctx.slot, attempt=ctx.attempt, reason=ctx.reason)
-        ctx.signal.wait(3600)
-        ctx.signal.raise_if_aborted()
-
-    scheduler = Scheduler(from_url(config["url"]), instance_id=config["instance"],
-                          **config.get("options", {}))
-    scheduler.every(config["job"], config["when"], handler, **config.get("job_options", {}))
-    # what Scheduler.run() does, plus a "ready" line once start() has returned
-    stop_requested = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop_requested.set())
-    try:
-        scheduler.start()
-        write(kind="ready")
-        print("ready", flush=True)
-        while not stop_requested.wait(1.0):
-            pass
-    finally:
-        scheduler.stop(10)
-
-
 def main() -> None:
     config: dict[str, Any] = json.loads(sys.argv[1])
-    if config["mode"] == "load":
-        asyncio.run(load(config))
-    else:
-        handover(config)
+    if config["mode"] != "load":
+        raise SystemExit(f"unknown mode {config['mode']!r}: the member only measures load")
+    asyncio.run(load(config))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.harness.cleanup import delete_keys
+from tests.harness.procs import ROOT, child_env, terminate
+
 REDBEAT = "celery-redbeat==2.4.2"
 #: requirements of celery-redbeat that Celery does not bring (redis, python-dateutil do)
 REDBEAT_EXTRA = ("tenacity",)
@@ -150,13 +152,11 @@ class Beats:
             raise ValueError(f"unknown peer kind {variant.kind!r}")
         self.config = {"broker": broker, "queue": self.ns, "entries": entries,
                        "every": every, "max_loop_interval": max_loop, "conf": conf}
-        paths = [str(ROOT)] + ([str(extra_path)] if extra_path is not None else [])
-        self.pythonpath = os.pathsep.join(paths)
+        self.extra_path = [extra_path] if extra_path is not None else []
 
     def start(self, name: str) -> None:
-        env = {**os.environ, "PYTHONPATH": self.pythonpath,
-               "ANARCHON_BENCH_PEER": json.dumps({**self.config,
-                                                  "log": str(self.dir / f"{name}.log")})}
+        env = child_env(*self.extra_path, ANARCHON_BENCH_PEER=json.dumps(
+            {**self.config, "log": str(self.dir / f"{name}.log")}))
         args = [sys.executable, "-m", "celery", "-A", "benchmarks.peerapp", "beat",
                 "-l", "WARNING", "-s", str(self.dir / f"{name}-schedule")]
         if self.scheduler:
@@ -201,16 +201,7 @@ class Beats:
             time.sleep(0.1)
 
     def stop(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        for proc in self.procs.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(self.procs.values(), 10)
 
     def queue_length(self) -> int:
         import redis
@@ -223,16 +214,7 @@ class Beats:
 
     def cleanup(self) -> int:
         """Delete every key of this run (queue, kombu binding, anarchon and redbeat keys)."""
-        import redis
-
-        client = redis.Redis.from_url(self.broker)
-        try:
-            keys = list(client.scan_iter(match=f"*{self.ns}*", count=1000))
-            for i in range(0, len(keys), 500):
-                client.delete(*keys[i:i + 500])
-            return len(keys)
-        finally:
-            client.close()
+        return delete_keys(self.broker, f"*{self.ns}*")
 
 
 # -- measurement -------------------------------------------------------------------------
@@ -389,7 +371,7 @@ def measure(variant: Variant, broker: str, workdir: Path, entries: int = 100,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from . import servers
+    from tests.harness import rig
 
     parser = argparse.ArgumentParser(description="one Celery beat peer row")
     parser.add_argument("--peer", choices=("stock", "redbeat", "anarchon"), default="stock")
@@ -401,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                              "default lock is then 1,500 s and its failover ~25 minutes)")
     parser.add_argument("--broker", help="Redis URL (default: the rig's Redis)")
     args = parser.parse_args(argv)
-    broker = args.broker or servers.find(("redis",)).get("redis")
+    broker = args.broker or rig.find(("redis",)).get("redis")
     if broker is None:
         parser.error("no Redis: give --broker")
     extra = redbeat_path() if args.peer == "redbeat" else None

@@ -20,12 +20,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from . import django_stores
-from .cleanup import cleanup
+from tests.harness import django_stores
+from tests.harness.cleanup import cleanup
+from tests.harness.procs import spawn, stop_all, wait_exit, wait_ready
+from tests.harness.rig import backend_url
+
 from .common import summary_ms
 from .instrumented import commandstats, commandstats_total
-from .procs import spawn, stop_all, wait_exit, wait_ready
-from .servers import backend_url
 
 
 def _run(store: str, base: str | None, workdir: Path, *, jobs: int, kind: str, when: str,
@@ -46,7 +47,7 @@ def _run(store: str, base: str | None, workdir: Path, *, jobs: int, kind: str, w
     server = base if store in ("redis", "valkey") else None
     try:
         for i in range(instances):
-            procs.append(spawn({
+            procs.append(spawn("benchmarks.member", {
                 "mode": "load", "store": store, "url": url, "instance": f"i{i}", "jobs": jobs,
                 "kind": kind, "when": when, "options": options, "job_options": job_options,
                 "result": str(results[i]), "grace": grace, "django": django}, logs[i]))

@@ -163,7 +163,7 @@ def start_postgres(work: Path) -> Started:
     if result.returncode != 0:
         raise RigError(f"initdb failed; see {logfile}{log_tail(logfile)}")
     options = (f"-p {port} -k {directory} -c listen_addresses={HOST} -c fsync=off "
-               "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+               "-c synchronous_commit=off -c full_page_writes=off -c max_connections=400")
     stop_cmd = as_user(owner, [pg_ctl, "-D", str(data), "-m", "immediate", "stop"])
     with open(logfile, "ab") as out:
         result = subprocess.run(as_user(owner, [pg_ctl, "-D", str(data), "-o", options,

@@ -15,26 +15,6 @@ find_python() {
     return 1
 }
 
-# mysqlclient (the "mysql" extra) has no Linux wheels: it builds against the MySQL/MariaDB
-# client headers and Python's own (Debian's python3 keeps those in python3-dev).
-mysql_build_deps() {
-    local python="$1"
-    if command -v pkg-config >/dev/null 2>&1 &&
-       { pkg-config --exists mysqlclient || pkg-config --exists libmariadb; } &&
-       [ -f "$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then
-        return 0
-    fi
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "[setup] installing the MySQL client headers for mysqlclient (needs root and apt)" >&2
-        apt-get update -qq >&2 &&
-            apt-get install -y -qq pkg-config default-libmysqlclient-dev build-essential \
-                python3-dev >&2
-    else
-        echo "[setup] mysqlclient needs pkg-config and the MySQL client headers" \
-             "(Debian: apt-get install pkg-config default-libmysqlclient-dev build-essential)" >&2
-    fi
-}
-
 setup_venv() {
     local extras="$1"
     local python
@@ -51,12 +31,17 @@ setup_venv() {
             "$python" -m venv "$VENV"
         fi
     fi
-    case ",$extras," in
-        *,mysql,*|*,all,*) mysql_build_deps "$VENV/bin/python" ;;
-    esac
     local target="$ROOT"
     [ -n "$extras" ] && target="$ROOT[$extras]"
     echo "[setup] installing anarchon${extras:+[$extras]} into .venv" >&2
     "$VENV/bin/python" -m pip install -q --upgrade pip >&2
-    "$VENV/bin/python" -m pip install -q -e "$target" >&2
+    # compat: a plain path in a .pth, which mypy and pyright follow (setuptools' default
+    # editable finder is an import hook they cannot see)
+    "$VENV/bin/python" -m pip install -q -e "$target" --config-settings editable_mode=compat >&2
+    # the lab (lab/: scenarios, naive stores, Redis comparison strategies) is a distribution
+    # of its own; the tests and benchmarks that measure it need it in development
+    if [[ ",$extras," == *,dev,* ]]; then
+        "$VENV/bin/python" -m pip install -q --no-deps -e "$ROOT/lab" \
+            --config-settings editable_mode=compat >&2
+    fi
 }

@@ -8,6 +8,9 @@
 #   ANARCHON_SKIP_SETUP=1 scripts/test.sh ...
 #                                       use what is installed; no registry is asked (CI runs
 #                                       it so in a network namespace with only loopback)
+#   ANARCHON_TEST_PYTHON=/path/python scripts/test.sh ...
+#                                       run pytest with another interpreter (scripts/floors.sh:
+#                                       the lowest and newest dependencies)
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$ROOT"
@@ -29,6 +32,9 @@ fi
 if [ -z "${ANARCHON_SKIP_SETUP:-}" ]; then
     setup_venv "dev,all,docs"
     install_browser
+    # every server and test tool (faketime, openssl) the suite needs; present ones are kept
+    "$VENV/bin/python" scripts/servers.py install --cluster ||
+        echo "[test] some servers or tools could not be installed (see above)" >&2
 fi
 
 ENV_FILE="$ROOT/.servers.env"
@@ -39,17 +45,37 @@ set -a
 source "$ENV_FILE"
 set +a
 
-PYTEST=("$VENV/bin/python" -m pytest -p no:cacheprovider -rs)
+PYTEST=("${ANARCHON_TEST_PYTHON:-$VENV/bin/python}" -m pytest -p no:cacheprovider -rs)
 if [ "$#" -gt 0 ]; then
     "${PYTEST[@]}" "$@"
     exit
 fi
-# Tests that do not start processes or read real clocks are independent (each isolates
-# itself in its own namespace), so they run on two workers; the `slow` ones (clusters,
-# faults, real clocks) run one at a time so their timings are not squeezed. Django's test
-# settings configure the process: its suite runs in a pytest of its own.
+# The directory decides the kind of test (tests/conftest.py). Two phases:
+#  1. what mostly waits on servers and clocks, side by side: unit/ and contract/ on four
+#     workers with coverage (floors on the engine and the claim rules:
+#     scripts/coverage_floors.py), then integration/; Django's suite in a pytest of its own
+#     (its test settings configure the process); the system tests marked `serial` (network
+#     namespaces, faketime, a latency proxy: tight timings, little CPU), two at a time.
+#  2. the rest of system/ (marked slow: real processes, mostly CPU to start them) on four
+#     workers, alone: the CPU-heavy phase has the machine to itself.
+# Each job of phase 1 writes its own log, printed when it ends.
 status=0
-"${PYTEST[@]}" -n 2 -m "not slow" --ignore=tests/frameworks/django tests || status=$?
-"${PYTEST[@]}" -m slow --ignore=tests/frameworks/django tests || status=$?
-"${PYTEST[@]}" tests/frameworks/django || status=$?
+LOGS="$ROOT/.test-logs"
+mkdir -p "$LOGS"
+finish() {  # wait for a phase-1 job, print its log, keep its failure
+    local pid="$1" log="$2"
+    wait "$pid" || status=$?
+    cat "$log"
+}
+"${PYTEST[@]}" tests/django > "$LOGS/django.log" 2>&1 &
+django=$!
+"${PYTEST[@]}" -n 2 -m serial tests/system > "$LOGS/serial.log" 2>&1 &
+serial=$!
+COVERAGE_FILE="$ROOT/.coverage.unit" "${PYTEST[@]}" -n 4 --cov --cov-report= \
+    tests/unit tests/contract || status=$?
+COVERAGE_FILE="$ROOT/.coverage.unit" "$VENV/bin/python" scripts/coverage_floors.py || status=$?
+"${PYTEST[@]}" -n 2 tests/integration || status=$?
+finish "$django" "$LOGS/django.log"
+finish "$serial" "$LOGS/serial.log"
+"${PYTEST[@]}" -n 4 -m "not serial" tests/system || status=$?
 exit "$status"

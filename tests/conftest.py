@@ -2,12 +2,18 @@
 
 ``lease_store`` parametrizes over stores that hold leases, ``any_store`` over all.
 A store whose server does not answer is skipped locally and fails the run in CI.
+
+The directory decides the kind of test: ``unit/`` (pure logic, no server), ``contract/``
+(the conformance suite over every store), ``integration/`` (real servers, one process),
+``system/`` (real processes: clusters, faults, frameworks' beats and workers, examples,
+install day). Every test under ``system/`` is marked ``slow`` here; no file marks itself.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +22,15 @@ from anarchon.backends import Backend, from_url
 from tests.stores import StoreSpec, all_stores, in_ci, issued
 
 STORES = all_stores()
+SYSTEM = Path(__file__).resolve().parent / "system"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """``slow`` is decided by directory: every test under ``tests/system/``."""
+    for item in items:
+        if item.path.is_relative_to(SYSTEM):
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -62,7 +77,7 @@ def only_lease_stores(*ids: str) -> pytest.MarkDecorator:
     """Run a test using ``lease_store`` (or ``make_backend``) on these stores only, so a
     test that does not apply to a store is not collected for it (rather than skipped,
     which fails CI). Conformance-only stores are chosen only where named (their
-    suites' ``lease_store`` is the one in ``tests/conformance/conftest.py``)."""
+    suites' ``lease_store`` is the one in ``tests/contract/conftest.py``)."""
     chosen = [s for s in all_stores(conformance=True) if s.lease and s.id in ids]
     missing = set(ids) - {s.id for s in chosen}
     if missing:

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from anarchon import AsyncScheduler, Event
+from anarchon.backends import Backend
 from anarchon.backends.base import ClaimRequest
+from anarchon.backends.capabilities import TriggerStore
+from anarchon.testing.support import run as run
+from anarchon.testing.support import wait_until as wait_until
 
 T = TypeVar("T")
 
 ALL_EVENTS = ("start", "success", "failure", "interrupted", "skip", "lost", "error", "change")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine to completion in a fresh event loop."""
-    return asyncio.run(coro)
 
 
 class EventLog:
@@ -55,13 +55,32 @@ class EventLog:
             await asyncio.sleep(0.02)
 
 
-async def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll ``check`` until true; fail naming ``what`` after ``timeout`` seconds."""
+async def registered(scheduler: AsyncScheduler, name: str, timeout: float) -> None:
+    """Wait until ``scheduler.jobs()`` lists job ``name`` (its registration, sent by the
+    instance that declares it, reached the store); fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
+    while name not in {info.name for info in await scheduler.jobs()}:
+        assert time.monotonic() < deadline, f"{name!r} was not registered in {timeout}s"
+        await asyncio.sleep(0.05)
+
+
+def counted_polls(backend: Backend, calls: list[float]) -> Backend:
+    """``backend``, each of whose trigger polls (``poll()`` on a store with runtime
+    control, else ``take_triggers()``) is appended to ``calls`` (monotonic time)."""
+    assert isinstance(backend, TriggerStore)
+    take, poll = backend.take_triggers, backend.poll
+
+    async def counted_take(names: Any) -> Any:
+        calls.append(time.monotonic())
+        return await take(names)
+
+    async def counted_poll(names: Any) -> Any:
+        calls.append(time.monotonic())
+        return await poll(names)
+
+    backend.take_triggers = counted_take  # type: ignore[method-assign]
+    backend.poll = counted_poll  # type: ignore[method-assign]
+    return backend
 
 
 def claim_only_request(slot: int, owner: str, name: str = "job",
@@ -77,3 +96,27 @@ def claim_only_request(slot: int, owner: str, name: str = "job",
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return int(time.time() * 1000)
+
+
+def open_connections(pid: int, port: int) -> int:
+    """Established TCP connections of process ``pid`` to remote ``port`` (Linux
+    ``/proc``: the process's socket inodes matched against the kernel's TCP tables)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("tcp", "tcp6"):
+        with open(f"/proc/{pid}/net/{table}") as handle:
+            next(handle)  # the header
+            for line in handle:
+                fields = line.split()
+                remote, state, inode = fields[2], fields[3], fields[9]
+                if state == "01" and int(remote.rsplit(":", 1)[1], 16) == port and \
+                        inode in inodes:
+                    count += 1
+    return count

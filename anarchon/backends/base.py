@@ -3,18 +3,16 @@
 The engine decides *when* to ask; a backend decides *who wins*, atomically, with the
 store's own clock. There are two kinds:
 
-* [`LeaseBackend`][anarchon.backends.base.LeaseBackend] (Redis/Valkey lease, PostgreSQL, SQLite):
-  holds a lease per run,
-  so a backup can take over an idle runner, overlapping runs can be refused, and crashed
-  runs are retried.
-* [`ClaimBackend`][anarchon.backends.base.ClaimBackend] (RabbitMQ, NATS, Redis comparison
-  strategies): only picks one
-  winner per slot and keeps history.
+* [`LeaseBackend`][anarchon.backends.base.LeaseBackend] (Redis/Valkey lease, PostgreSQL,
+  SQLite): holds a lease per run, so a backup can take over an idle runner, overlapping
+  runs can be refused, and crashed runs are retried.
+* [`ClaimBackend`][anarchon.backends.base.ClaimBackend] (RabbitMQ, NATS; the lab's Redis comparison
+  strategies): only picks one winner per slot and keeps history.
 
 Every method is a coroutine; a backend whose driver is blocking runs it in its own thread.
 Backends never do I/O in ``__init__``: [`Backend.open()`][anarchon.backends.base.Backend.open]
-connects. Store errors are
-raised as [`StoreError`][anarchon.errors.StoreError] (or a subclass).
+connects. Store errors are raised as [`StoreError`][anarchon.errors.StoreError] (or a
+subclass).
 
 Fencing: every write made on behalf of a running attempt (renew, release, note, finish) is
 conditional on ``(owner, attempt)``; a stale runner's write must change nothing.
@@ -29,15 +27,11 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, TypeVar
+from typing import Literal
 
+from ..engine.aio import gathered
 from ..history import RunRecord, RunStatus
-from .control import ControlDefaults
-from .skips import Skip
-from .trigger_rules import TriggerDefaults
 from .trigger_rules import TriggerRequest as TriggerRequest
-
-_T = TypeVar("_T")
 
 ClaimReason = Literal["scheduled", "catch-up", "takeover"]
 ClaimOutcome = Literal[
@@ -60,7 +54,7 @@ EARLY_TOLERANCE_MS = 250
 @dataclass(frozen=True)
 class JobSpec:
     """A registered job, told to the store at ``open()`` and again every
-    ``anarchon.refreshing.REGISTER_EVERY`` (``anarchon.backends.frameworks``).
+    ``anarchon.control.registration_refresh.REGISTER_EVERY`` (``anarchon.backends.frameworks``).
 
     ``registered_ms``: in ``known_jobs()`` answers, when an instance last registered the
     job (store clock, epoch ms); ``None`` where the store does not keep it. Ignored by
@@ -164,10 +158,14 @@ class RunState:
 
 @dataclass(frozen=True)
 class HeartbeatResult:
-    """``lost``: held runs whose lease this instance no longer owns; ``watched``: states."""
+    """``lost``: held runs whose lease this instance no longer owns; ``watched``: states;
+    ``gone``: the runs of ``lost`` whose record does not exist at all (a failover to a
+    replica that was behind, a flush, a restore), as opposed to one another owner holds
+    or that ended."""
 
     lost: frozenset[RunKey]
     watched: Sequence[RunState]
+    gone: frozenset[RunKey] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -218,43 +216,26 @@ class Poll:
 LEASE_ONLY_OPTIONS = ("lease", "heartbeat", "overlap", "max_attempts", "catch_up")
 
 
-class Backend(TriggerDefaults, ControlDefaults, ABC):
-    """What every backend provides: connect, claim, finish, history."""
+class Backend(ABC):
+    """What every backend provides: connect, claim, finish, history. The optional
+    capabilities (triggers, runtime control, shared values, skip records, batches) are
+    the abstract classes of ``anarchon.backends.capabilities``; leases are
+    [`LeaseBackend`][anarchon.backends.base.LeaseBackend]."""
 
     #: ``"sqlite"``, ``"redis:lease"``, ``"postgres"`` …
     name: str
-    #: whether the backend holds leases (takeover, overlap, retries, catch-up, hand-over)
-    supports_leases: ClassVar[bool] = False
-    #: whether ``history_ttl`` is supported
-    supports_history_ttl: ClassVar[bool] = True
-    #: whether ``claim_many()`` and ``finish_many()`` cost one round trip per batch
-    #: (the engine then batches claims and finishes due together; otherwise it calls
-    #: ``claim()`` and ``finish()`` per run)
-    supports_claim_batches: ClassVar[bool] = False
-    #: whether ``read_value()`` and ``swap_value()`` are supported
-    supports_values: ClassVar[bool] = False
-    #: whether runtime control is supported: control records, the version fence in
-    #: claims, ``poll()`` with the generation (``anarchon.backends.control``)
-    supports_control: ClassVar[bool] = False
-    #: whether ``record_skips()`` writes skip records to history (the lease stores)
-    supports_skip_records: ClassVar[bool] = False
 
     def refused_options(self) -> dict[str, str]:
         """The scheduler and job options this backend refuses, each with why (the end of
-        the error message). ``anarchon.jobs.resolve_job()`` and
-        ``anarchon.jobs.resolve_scheduler_options()`` check every option against this,
+        the error message). ``anarchon.jobs.definition.resolve_job()`` and
+        ``anarchon.jobs.definition.resolve_scheduler_options()`` check every option against this,
         for every layer (the core, Django, Celery, Dramatiq), as Dramatiq middleware
-        declares the actor options it takes. Derived from
-        ``supports_leases`` and
-        ``supports_history_ttl``; a backend
-        refusing more extends it."""
+        declares the actor options it takes. A backend without leases refuses the
+        lease options; a backend refusing more extends it."""
         refused: dict[str, str] = {}
-        if not self.supports_leases:
+        if not isinstance(self, LeaseBackend):
             refused.update({option: f"needs a lease backend; backend {self.name} only picks "
                             "one winner per slot" for option in LEASE_ONLY_OPTIONS})
-        if not self.supports_history_ttl:
-            refused["history_ttl"] = (f"is not supported by backend {self.name}; it keeps "
-                                      "history by count (history_size)")
         return refused
 
     async def open(self) -> None:
@@ -287,15 +268,15 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
         [`ClaimResult`][anarchon.backends.base.ClaimResult] or the exception
         that claim raised (its outcome is then unknown: see
         [`confirm()`][anarchon.backends.base.Backend.confirm]). A backend
-        that can do this in one round trip sets
-        ``supports_claim_batches`` and judges
+        that can do this in one round trip is a
+        [`BatchStore`][anarchon.backends.capabilities.BatchStore] and judges
         the requests in list order; this default makes one
         [`claim()`][anarchon.backends.base.Backend.claim] call per
         request, concurrently (two requests for one run: either may be the winner).
         """
         answers = await asyncio.gather(*(self.claim(r) for r in requests),
                                        return_exceptions=True)
-        return [_answer(a) for a in answers]
+        return [gathered(a) for a in answers]
 
     async def finish_many(self, finishes: Sequence[Finish]) -> list[bool | Exception]:
         """Record several outcomes at once; one answer per finish, in order.
@@ -307,17 +288,7 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
         """
         answers = await asyncio.gather(*(self.finish(f) for f in finishes),
                                        return_exceptions=True)
-        return [_answer(a) for a in answers]
-
-    async def record_skips(self, skips: Sequence[Skip]) -> None:
-        """Write slots given up as ``late`` or ``overlap`` to history, at most one record
-        per slot whichever instances ask (the rules: ``anarchon.backends.skips``), then
-        bound each job's skip records as a finish bounds its attempts (apart from them).
-        All are checked before any write.
-
-        This default writes nothing: a backend without ``supports_skip_records`` keeps
-        skips only as counts (``jobs()``) and log lines.
-        """
+        return [gathered(a) for a in answers]
 
     async def confirm(self, request: ClaimRequest) -> int:
         """After an ambiguous claim (reply lost), the attempt this owner holds, else 0.
@@ -349,11 +320,9 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
         """Jobs registered by any instance (for ``jobs()`` in a process without jobs)."""
 
     async def poll(self, names: Sequence[str]) -> Poll:
-        """[`take_triggers()`][anarchon.backends.trigger_rules.TriggerDefaults.take_triggers]
-        and the control generation, in one round trip where the store allows it (a backend with
-        ``supports_control`` must: this is every instance's idle traffic). This default
-        takes the triggers and answers generation 0."""
-        return Poll(await self.take_triggers(names), 0)
+        """What an instance's periodic poll brings. This default (a backend without
+        triggers or runtime control) brings nothing: no requests, generation 0."""
+        return Poll([], 0)
 
     async def purge(self) -> int:
         """Delete every job, run, attempt, trigger and control record (with change logs and
@@ -366,31 +335,13 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
             f"backend {self.name} cannot purge its namespace; see the Troubleshooting page "
             "for removing it by hand")
 
-    async def read_value(self, name: str, field: str) -> str | None:
-        """The small value any instance stored under ``(name, field)``, or ``None``.
-
-        Shared values let instances agree on state that is not a slot: e.g. the last run
-        of a schedule that decides by itself when it is due (see
-        [`swap_value()`][anarchon.backends.base.Backend.swap_value]).
-        """
-        raise NotImplementedError(f"backend {self.name} keeps no shared values")
-
-    async def swap_value(self, name: str, field: str, expected: str | None,
-                         value: str) -> bool:
-        """Compare-and-set: store ``value`` under ``(name, field)`` only if it holds
-        ``expected`` now (``None``: nothing stored yet), atomically; True if stored.
-
-        Of instances that read the same value and swap it, exactly one succeeds.
-        """
-        raise NotImplementedError(f"backend {self.name} keeps no shared values")
-
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
         """Deliver the store's wake-ups to ``notify`` until cancelled (optional).
 
         A backend with a notification channel (Redis/Valkey ``SUBSCRIBE``, PostgreSQL
         ``LISTEN``) calls ``notify(Wakeup("up"))`` once listening, then one
         ``Wakeup`` per ``release()`` and
-        [`request_trigger()`][anarchon.backends.trigger_rules.TriggerDefaults.request_trigger]
+        [`request_trigger()`][anarchon.backends.capabilities.TriggerStore.request_trigger]
         made by any instance; on losing the channel ``Wakeup("down")``, and ``"up"`` again after
         reconnecting (it retries by itself). It never raises, except on cancellation;
         it closes what it opened when cancelled.
@@ -404,13 +355,9 @@ class Backend(TriggerDefaults, ControlDefaults, ABC):
 class ClaimBackend(Backend):
     """A backend that only picks one winner per slot (no leases)."""
 
-    supports_leases = False
-
 
 class LeaseBackend(Backend):
     """A backend that holds a lease per run. Adds renew, release and recovery."""
-
-    supports_leases = True
 
     def lease_clone(self) -> LeaseBackend | None:
         """A new, unopened backend on the same store with a connection of its own, or
@@ -445,10 +392,3 @@ class LeaseBackend(Backend):
         still running; otherwise nothing changes (a finished, handed-over or replaced
         attempt, another owner's attempt) and the answer is False.
         """
-
-
-def _answer(value: _T | BaseException) -> _T | Exception:
-    """One ``gather(return_exceptions=True)`` answer; cancellation and exits propagate."""
-    if isinstance(value, BaseException) and not isinstance(value, Exception):
-        raise value
-    return value

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from ..names import check_job_name
+from ..jobs.name_checks import check_job_name
 from .base import ClaimRequest, Finish
 from .skips import SKIP_REASONS, Skip
 
@@ -119,7 +119,7 @@ __all__ = ["CLAIM_REASONS", "FINISH_STATUSES", "check_claims", "check_finishes",
 
 #: the longest a claim may wait before it is applied (seconds), at most: one applied
 #: later is refused unwritten by backends that can tell (SQLite waits for its write lock
-#: and its one thread) and decided again from the store's state (``anarchon.recovery``)
+#: and its one thread) and decided again from the store's state (``anarchon.engine.recovery``)
 MAX_CLAIM_WAIT = 1.0
 
 

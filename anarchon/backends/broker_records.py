@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..history import RunReason, RunRecord, RunStatus
-from ..slots import ms_to_datetime
+from ..schedules.kinds import ms_to_datetime
 
 #: bump when the message format changes incompatibly
 FORMAT = 1

@@ -2,7 +2,7 @@
 
 A job's control record says whether it is paused, which schedule replaces the one its
 code declares, or (for a dynamic job) everything about it. The engine owns the record's
-meaning (``anarchon.control``); a store keeps, per namespace:
+meaning (``anarchon.control.changes``); a store keeps, per namespace:
 
 * every job's record: its ``version`` (1, 2, … per job; 0 means no record) and its text;
 * one ``generation`` number that grows with every change (the engine's cheap "did
@@ -58,37 +58,3 @@ class ControlChange:
     expected_version: int
     text: str
     entry: str
-
-
-class ControlDefaults:
-    """What a backend without runtime control answers (``Backend`` inherits it): every
-    call raises ``TypeError`` naming the backend. A backend with ``supports_control``
-    overrides them all (and ``poll()``, and the fence in its claims)."""
-
-    name: str
-
-    async def read_controls(self) -> ControlSnapshot:
-        """The generation, every job's control record and the live handler offers."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
-
-    async def change_control(self, change: ControlChange) -> int:
-        """Atomically: if job ``change.name``'s stored version is
-        ``change.expected_version``, store ``change.text`` as version
-        ``expected_version + 1``, raise the generation, append ``change.entry`` to the
-        job's change log (keeping the newest ``CHANGE_LOG_SIZE``) and announce
-        ``Wakeup("changed", name)`` on the wake-up channel, if any. Returns the new
-        version, or 0 (nothing written) when the stored version differs."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
-
-    async def change_log(self, name: str, count: int) -> list[str]:
-        """Job ``name``'s newest ``count`` change-log entries (JSON), newest first."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")
-
-    async def offer_handlers(self, instance_id: str, handlers: Sequence[str]) -> None:
-        """Store (replace) the handler names instance ``instance_id`` offers, stamped
-        with the store's time; no names: remove its offer."""
-        raise TypeError(f"backend {self.name} does not support runtime control "
-                        "(pause, reschedule, dynamic jobs); use a lease backend")

@@ -66,7 +66,13 @@ def stored_spec(name: str, kind: str, schedule: str,
                 registered_ms: int | None = None) -> JobSpec:
     """The registration a store row holds (last registered at ``registered_ms``, if the
     store keeps it); a kind without a framework (a plain job, or a row written before
-    frameworks were recorded) reads as a plain job."""
+    frameworks were recorded) reads as a plain job. TypeError when a value is not of
+    the type anarchon writes (a row it did not write: see ``decoding.readable``)."""
+    if not all(isinstance(v, str) for v in (name, kind, schedule)) or not (
+            registered_ms is None or (isinstance(registered_ms, int)
+                                      and not isinstance(registered_ms, bool))):
+        raise TypeError("a job registration holds a value of the wrong type: "
+                        f"{(name, kind, schedule, registered_ms)!r}")
     prefix, separator, rest = kind.partition(SEPARATOR)
     if separator and rest and _NAME.fullmatch(prefix):
         return JobSpec(name, rest, schedule, prefix, registered_ms)

@@ -2,8 +2,9 @@
 
 A lease store decides a skip inside its claim step; the instance that was answered
 ``late`` or ``overlap`` then asks the store to record it
-([`Backend.record_skips()`][anarchon.backends.base.Backend.record_skips], one call for the
-skips of one planner step). Every instance answered ``late`` for a slot asks, so the store
+([`SkipStore.record_skips()`][anarchon.backends.capabilities.SkipStore.record_skips],
+one call for the skips of one planner step). Every instance answered ``late`` for a
+slot asks, so the store
 writes at most one record per slot: history row ``attempt`` 0, ``status`` ``"skipped"``,
 ``reason`` the skip's, ``started_at`` = ``finished_at`` = when it was written. An
 ``overlap`` skip is always recorded (the store itself marked the slot skipped); a ``late``

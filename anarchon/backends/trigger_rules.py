@@ -20,9 +20,8 @@ Run now), with the same rules on every store that supports them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 from ..errors import TriggerRefusedError
 
@@ -73,47 +72,3 @@ class TriggerRequest:
     id: str
     name: str
     data: str | None
-
-
-class TriggerDefaults:
-    """The trigger part of the backend contract (mixed into ``Backend``)."""
-
-    name: str
-    #: whether ``trigger()`` requests can be stored
-    supports_triggers: ClassVar[bool] = False
-    #: how long a request waits for an instance before it is dropped unrun (seconds);
-    #: ``None``: the first scheduler built on the backend sets ``max(lease, 60 s)``
-    trigger_ttl: float | None = None
-    #: how long a running manual attempt blocks an exclusive request (seconds)
-    stale_manual_after: float = STALE_MANUAL_AFTER
-
-    def stale_manual_ms(self) -> int:
-        """``stale_manual_after`` in milliseconds."""
-        return int(self.stale_manual_after * 1000)
-
-    def trigger_ttl_ms(self) -> int:
-        """``trigger_ttl`` in milliseconds (60 s while it is unset)."""
-        return int((TRIGGER_TTL if self.trigger_ttl is None else self.trigger_ttl) * 1000)
-
-    async def request_trigger(self, name: str, data: str | None, *,
-                              exclusive: bool = False) -> str:
-        """Store a request to run ``name`` once (any process); returns its id.
-
-        With ``exclusive``, raise ``TriggerRefusedError`` instead while a request for
-        ``name`` younger than ``trigger_ttl`` is pending or a manual attempt of ``name``
-        started less than ``stale_manual_after`` ago is running, checked and stored in
-        one atomic step."""
-        raise NotImplementedError(f"backend {self.name} does not support trigger()")
-
-    async def take_triggers(self, names: Sequence[str]) -> list[TriggerRequest]:
-        """Atomically take (remove) the pending requests for these jobs: each request is
-        taken by exactly one caller. Requests older than ``trigger_ttl`` are removed, not
-        returned. Must cost one round trip when nothing is pending."""
-        return []
-
-    async def forget(self, name: str) -> int:
-        """Remove every record of job ``name`` (registration, runs, history, pending
-        requests, shared values); how many. For a job no instance declares any more."""
-        raise NotImplementedError(
-            f"backend {self.name} cannot forget a job: it keeps no job records to remove "
-            "(claim-only stores expire them by themselves)")

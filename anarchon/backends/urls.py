@@ -32,6 +32,20 @@ def split_options(url: str, names: Collection[str], *, keep_blank: bool = False,
                        fragment)), ours
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def url_flag(name: str, value: str) -> bool:
+    """A yes/no URL option (``1``/``0``, ``true``/``false``, ``yes``/``no``, ``on``/``off``)."""
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ValueError(f"{name} must be 1 or 0 (true/false, yes/no, on/off), got {value!r} "
+                     "in the backend URL")
+
+
 def redact(url: str | None) -> str:
     """``url`` with its password replaced by ``***``, for messages and reprs."""
     if not url:

@@ -36,12 +36,22 @@ from anarchon.backends.base import (
     TriggerRequest,
 )
 from anarchon.backends.batches import check_claims, check_finishes, check_skips
+from anarchon.backends.capabilities import (
+    BatchStore,
+    ControlStore,
+    LivenessStore,
+    SkipStore,
+    ValueStore,
+)
 from anarchon.backends.control import ControlChange, ControlSnapshot
+from anarchon.backends.liveness import InstanceInfo, Instances
 from anarchon.backends.skips import Skip
 from anarchon.durations import DurationLike, parse_duration
 from anarchon.errors import IncompatibleStoreError
 from anarchon.history import RunRecord, RunStatus
 
+from . import heartbeat_rounds, liveness
+from .formats import DjangoFormat
 from .models import StoreRun
 from .operations import Store
 from .skip_records import record_skips
@@ -65,7 +75,8 @@ def store_alias(database: str | None = None) -> str:
     return alias
 
 
-class DjangoBackend(LeaseBackend):
+class DjangoBackend(ControlStore, ValueStore, SkipStore, BatchStore, LivenessStore, DjangoFormat,
+                    LeaseBackend):
     """Leases and history in the project's database, through the Django ORM.
 
     ``database``: the alias (default: what ``DATABASE_ROUTERS`` choose for writing
@@ -76,11 +87,6 @@ class DjangoBackend(LeaseBackend):
     """
 
     name = "django"
-    supports_triggers = True
-    supports_values = True
-    supports_control = True
-    supports_claim_batches = True
-    supports_skip_records = True
 
     def __init__(self, database: str | None = None, *,
                  trigger_ttl: DurationLike = 60.0) -> None:
@@ -119,6 +125,9 @@ class DjangoBackend(LeaseBackend):
         """``stale_manual_after`` in milliseconds."""
         return self.store.stale_manual_ms
 
+    def __repr__(self) -> str:
+        return f"<DjangoBackend {self.name} database {self.alias!r}>"
+
     @classmethod
     def from_url(cls, url: str, **options: Any) -> DjangoBackend:
         """``django://ALIAS`` (the ``DATABASES`` alias) or ``django://`` (the routers')."""
@@ -140,7 +149,8 @@ class DjangoBackend(LeaseBackend):
                           "anarchon_django_store_attempt", "anarchon_django_store_trigger",
                           "anarchon_django_store_value", "anarchon_django_store_control",
                           "anarchon_django_store_change", "anarchon_django_store_offer",
-                          "anarchon_django_store_generation"} - tables)
+                          "anarchon_django_store_generation",
+                          "anarchon_django_store_instance"} - tables)
         if missing:
             raise IncompatibleStoreError(
                 f"the anarchon store tables {missing} are missing from database "
@@ -181,6 +191,20 @@ class DjangoBackend(LeaseBackend):
                         watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
         return await self._call(lambda: self.store.heartbeat(owner, held, watched, lease_ms))
 
+    async def heartbeat_live(self, owner: str, held: Sequence[HeldRun],
+                             watched: Sequence[RunKey], lease_ms: int, info: InstanceInfo,
+                             ttl_ms: int) -> HeartbeatResult:
+        """The heartbeat and the record's upsert, in one transaction."""
+        return await self._call(lambda: heartbeat_rounds.heartbeat(
+            self.store.tables, owner, held, watched, lease_ms,
+            also=lambda now: liveness.write(self.store.tables, info, ttl_ms, now)))
+
+    async def leave(self, instance_id: str) -> None:
+        await self._call(lambda: liveness.leave(self.store.tables, instance_id))
+
+    async def instances(self) -> Instances:
+        return await self._call(lambda: liveness.read(self.store.tables))
+
     async def release(self, owner: str, run: HeldRun) -> bool:
         return await self._call(lambda: self.store.release(owner, run))
 
@@ -206,7 +230,7 @@ class DjangoBackend(LeaseBackend):
         """Every skip record in one transaction (all checked first)."""
         checked = check_skips(skips)
         if checked:
-            await self._call(lambda: record_skips(self.store, checked))
+            await self._call(lambda: record_skips(self.store.tables, checked))
 
     async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
         return await self._call(lambda: self.store.start_manual(name, owner, started_ms))

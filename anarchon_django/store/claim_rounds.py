@@ -11,68 +11,55 @@ and claims of jobs nobody registered go one by one, as a lone claim does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from anarchon.backends.base import EARLY_TOLERANCE_MS, ClaimOutcome, ClaimRequest, ClaimResult
+from anarchon.backends.base import ClaimOutcome, ClaimRequest, ClaimResult
 from anarchon.backends.batches import rounds
+from anarchon.backends.claim_rules import refusal
 
+from .lone_claim import LoneClaim
 from .models import StoreAttempt, StoreJob, StoreRun
-
-if TYPE_CHECKING:
-    from .operations import Store
+from .tables import StoreTables
 
 
-def judge_batch(store: Store, requests: Sequence[ClaimRequest], jobs: dict[str, StoreJob],
-                versions: dict[str, int], now: int) -> list[ClaimResult]:
+def judge_batch(tables: StoreTables, lone: LoneClaim, requests: Sequence[ClaimRequest],
+                jobs: dict[str, StoreJob], versions: dict[str, int], now: int
+                ) -> list[ClaimResult]:
     """Every request's answer, in list order, judged round by round inside the caller's
-    transaction, which holds the rows of ``jobs`` (the registered ones of the batch)."""
+    transaction, which holds the rows of ``jobs`` (the registered ones of the batch) and
+    their control rows (``versions``); the claims not judged set by set go to ``lone``."""
     answers: dict[int, ClaimResult] = {}
     for positions in rounds(requests, lambda req: req.name):
         together = [p for p in positions
                     if requests[p].reason != "takeover" and requests[p].name in jobs]
         for p in sorted(set(positions) - set(together)):
-            answers[p] = store._judge(requests[p], jobs.get(requests[p].name), now,
-                                      versions.get(requests[p].name, 0))
+            answers[p] = lone.judge(requests[p], jobs.get(requests[p].name), now,
+                                    versions.get(requests[p].name, 0))
         first_seen = {requests[p].name: jobs[requests[p].name].first_seen for p in together}
-        judged = claim_round(store, [requests[p] for p in together], first_seen, versions, now)
+        judged = claim_round(tables, [requests[p] for p in together], first_seen, versions, now)
         answers.update(zip(together, judged, strict=True))
     return [answers[p] for p in range(len(requests))]
 
 
-def refusal(req: ClaimRequest, first_seen: int, version: int, now: int) -> ClaimOutcome | None:
-    """Why a scheduled or catch-up claim of a registered job (first seen at
-    ``first_seen``, control ``version``) is refused before its run row is looked at."""
-    if req.slot - now > EARLY_TOLERANCE_MS:
-        return "early"
-    if version > req.version:
-        return "stale"
-    if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
-        return "late"
-    if req.reason == "catch-up" and ((first_seen >= req.slot and not req.one_off)
-                                     or req.slot <= now - req.catch_up_ms):
-        return "late"
-    return None
-
-
-def claim_round(store: Store, requests: Sequence[ClaimRequest], first_seen: dict[str, int],
-                versions: dict[str, int], now: int) -> list[ClaimResult]:
+def claim_round(tables: StoreTables, requests: Sequence[ClaimRequest],
+                first_seen: dict[str, int], versions: dict[str, int], now: int
+                ) -> list[ClaimResult]:
     """Judge ``requests`` (distinct registered jobs, no takeovers; their job rows locked
     by the caller's transaction), answers in their order."""
     outcomes: list[ClaimOutcome | None] = [
         refusal(req, first_seen[req.name], versions.get(req.name, 0), now) for req in requests]
     open_ = [i for i, outcome in enumerate(outcomes) if outcome is None]
     if open_:
-        _judge_open(store, requests, open_, outcomes, now)
+        _judge_open(tables, requests, open_, outcomes, now)
     return [ClaimResult(outcome or "taken", 1 if outcome == "won" else 0, now)
             for outcome in outcomes]
 
 
-def _judge_open(store: Store, requests: Sequence[ClaimRequest], open_: list[int],
+def _judge_open(tables: StoreTables, requests: Sequence[ClaimRequest], open_: list[int],
                 outcomes: list[ClaimOutcome | None], now: int) -> None:
     names = [requests[i].name for i in open_]
     pairs = {(requests[i].name, requests[i].slot) for i in open_}
     # the job rows are locked: no claim of these jobs can add a run meanwhile
-    existing = {(job, slot) for job, slot in store._runs().filter(
+    existing = {(job, slot) for job, slot in tables.runs().filter(
         job__in=names, slot__in=[slot for _, slot in pairs]).values_list("job", "slot")
         if (job, slot) in pairs}
     running: dict[str, list[tuple[int, int, int]]] = {}
@@ -80,14 +67,14 @@ def _judge_open(store: Store, requests: Sequence[ClaimRequest], open_: list[int]
     if fresh:
         # as a lone claim: read the running runs, lock only the expired ones (in job
         # order, as finishes take them), so a claim batch never waits on live runs
-        for job, slot, attempt, lease_until in store._runs().filter(
+        for job, slot, attempt, lease_until in tables.runs().filter(
                 job__in=[requests[i].name for i in fresh], state="running").values_list(
                 "job", "slot", "attempt", "lease_until"):
             running.setdefault(job, []).append((slot, attempt, lease_until))
         expired = [(job, slot) for job, runs_ in running.items()
                    for slot, _, until in runs_ if until <= now]
         if expired:
-            locked = set(store._runs().select_for_update().filter(
+            locked = set(tables.runs().select_for_update().filter(
                 job__in=[job for job, _ in expired], state="running",
                 lease_until__lte=now).order_by("job", "slot").values_list("job", "slot"))
             running = {job: [run for run in runs_ if run[2] > now or (job, run[0]) in locked]
@@ -101,8 +88,8 @@ def _judge_open(store: Store, requests: Sequence[ClaimRequest], open_: list[int]
             continue
         others = [run for run in running.get(req.name, []) if run[0] != req.slot]
         for slot, attempt, _ in (run for run in others if run[2] <= now):
-            store._runs().filter(job=req.name, slot=slot).update(state="interrupted")
-            store._end_attempt(req.name, slot, attempt, "interrupted", None, now)
+            tables.runs().filter(job=req.name, slot=slot).update(state="interrupted")
+            tables.end_attempt(req.name, slot, attempt, "interrupted", None, now)
         overlapping = req.overlap == "skip" and any(run[2] > now for run in others)
         runs.append(StoreRun(job=req.name, slot=req.slot, owner=req.owner,
                              state="skipped" if overlapping else "running",
@@ -114,5 +101,5 @@ def _judge_open(store: Store, requests: Sequence[ClaimRequest], open_: list[int]
             attempts.append(StoreAttempt(job=req.name, slot=req.slot, attempt=1,
                                          instance=req.owner, manual=False, reason=req.reason,
                                          status="running", started_at=now))
-    store._runs().bulk_create(runs)
-    store._attempts().bulk_create(attempts)
+    tables.runs().bulk_create(runs)
+    tables.attempts().bulk_create(attempts)

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from django.db.models import F, Q, Window
 from django.db.models.functions import RowNumber
 
 from anarchon.backends.base import Finish
 
-if TYPE_CHECKING:
-    from .operations import Store
+from .tables import StoreTables
 
 #: finishes per locked read (bounds the statements' parameter counts)
 CHUNK = 200
@@ -38,17 +36,17 @@ class _Run:
     running: bool
 
 
-def finish_batch(store: Store, finishes: Sequence[Finish], now: int) -> list[bool]:
+def finish_batch(tables: StoreTables, finishes: Sequence[Finish], now: int) -> list[bool]:
     """One answer per finish, in list order, recorded inside the caller's transaction."""
     answers: list[bool] = []
     for start in range(0, len(finishes), CHUNK):
-        answers += _finish_chunk(store, finishes[start:start + CHUNK], now)
+        answers += _finish_chunk(tables, finishes[start:start + CHUNK], now)
     return answers
 
 
-def _finish_chunk(store: Store, finishes: Sequence[Finish], now: int) -> list[bool]:
+def _finish_chunk(tables: StoreTables, finishes: Sequence[Finish], now: int) -> list[bool]:
     keys = sorted({(f.name, f.slot) for f in finishes})
-    rows = (store._runs().select_for_update()
+    rows = (tables.runs().select_for_update()
             .filter(Q(*(Q(job=job, slot=slot) for job, slot in keys), _connector=Q.OR))
             .order_by("job", "slot")
             .values_list("id", "job", "slot", "owner", "attempt", "state"))
@@ -68,13 +66,13 @@ def _finish_chunk(store: Store, finishes: Sequence[Finish], now: int) -> list[bo
         done.append(run.ident)
         answers.append(True)
     if won:
-        store._runs().filter(pk__in=done).update(state="done")
-        _end_attempts(store, won, now)
-        _bound(store, won, now)
+        tables.runs().filter(pk__in=done).update(state="done")
+        _end_attempts(tables, won, now)
+        _bound(tables, won, now)
     return answers
 
 
-def _end_attempts(store: Store, won: Sequence[Finish], now: int) -> None:
+def _end_attempts(tables: StoreTables, won: Sequence[Finish], now: int) -> None:
     """The winners' attempts ended: one statement per distinct (status, error)."""
     outcomes: dict[tuple[str, str | None], list[Finish]] = {}
     for finish in won:
@@ -82,22 +80,22 @@ def _end_attempts(store: Store, won: Sequence[Finish], now: int) -> None:
     for (status, error), group in outcomes.items():
         which = Q(*(Q(job=f.name, slot=f.slot, attempt=f.attempt) for f in group),
                   _connector=Q.OR)
-        store._attempts().filter(which, manual=False, status="running").update(
+        tables.attempts().filter(which, manual=False, status="running").update(
             status=status, error=error, finished_at=now)
 
 
-def _bound(store: Store, won: Sequence[Finish], now: int) -> None:
+def _bound(tables: StoreTables, won: Sequence[Finish], now: int) -> None:
     """Each job's history bounded by its newest finish's limits, and the runs older than
     each job's ``retain_runs_ms`` deleted in one statement."""
     newest = {finish.name: finish for finish in won}
-    bound_history(store, {name: (f.history_size, f.history_ttl_ms)
+    bound_history(tables, {name: (f.history_size, f.history_ttl_ms)
                           for name, f in newest.items()}, now)
     old = Q(*(Q(job=name, slot__lt=now - f.retain_runs_ms) for name, f in newest.items()),
             _connector=Q.OR)
-    store._runs().filter(old).exclude(state="running").delete()
+    tables.runs().filter(old).exclude(state="running").delete()
 
 
-def bound_history(store: Store, limits: dict[str, tuple[int, int | None]], now: int, *,
+def bound_history(tables: StoreTables, limits: dict[str, tuple[int, int | None]], now: int, *,
                   skips: bool = False) -> None:
     """Keep each job's newest ``size`` finished attempts (manual ones count) and drop
     those older than its ``ttl_ms``, for ``limits`` = job -> (size, ttl_ms): one ranked
@@ -109,8 +107,8 @@ def bound_history(store: Store, limits: dict[str, tuple[int, int | None]], now: 
         by_size.setdefault(size, []).append(name)
         if ttl_ms is not None:
             by_ttl.setdefault(ttl_ms, []).append(name)
-    attempts = (store._attempts().filter(status="skipped") if skips else
-                store._attempts().exclude(status__in=("running", "skipped")))
+    attempts = (tables.attempts().filter(status="skipped") if skips else
+                tables.attempts().exclude(status__in=("running", "skipped")))
     for size, names in by_size.items():
         # newest first, the id breaking ties between attempts started in one millisecond
         ranked = attempts.filter(job__in=names).annotate(rank=Window(
@@ -118,6 +116,6 @@ def bound_history(store: Store, limits: dict[str, tuple[int, int | None]], now: 
             order_by=[F("started_at").desc(), F("id").desc()]))
         surplus = list(ranked.filter(rank__gt=size).values_list("id", flat=True))
         if surplus:
-            store._attempts().filter(pk__in=surplus).delete()
+            tables.attempts().filter(pk__in=surplus).delete()
     for ttl_ms, names in by_ttl.items():
         attempts.filter(job__in=names, started_at__lt=now - ttl_ms).delete()

@@ -1,9 +1,9 @@
-"""The store of the ``"django"`` backend: nine ordinary models in the project's database.
+"""The store of the ``"django"`` backend: ten ordinary models in the project's database.
 
 Times are integers, epoch milliseconds of the *database's* clock (see
 ``anarchon_django.store.clock``), exactly as the core's other stores keep them, so a
 slot compares with ``lease_until`` without time-zone or precision conversions on any
-database. ``sqlmigrate anarchon_django 0002`` (and 0003, 0005) show the DDL.
+database. ``sqlmigrate anarchon_django 0001`` shows the DDL.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.db import models
 
 #: longest job name, instance id and reason the store keeps (MySQL indexes need a bound)
 NAME_LENGTH = 200
-#: longest stored kind: a framework name, ``:`` and the schedule kind (0006 widened it)
+#: longest stored kind: a framework name, ``:`` and the schedule kind
 KIND_LENGTH = 64
 
 
@@ -174,6 +174,25 @@ class StoreOffer(models.Model):
 
     class Meta:
         db_table = "anarchon_django_store_offer"
+        default_permissions = ()
+
+    def __str__(self) -> str:
+        return str(self.instance)
+
+
+class StoreInstance(models.Model):
+    """One running instance's liveness record (``anarchon.backends.liveness``): its JSON
+    ``record`` (host, pid, version, start, runs held), stamped ``last_seen`` with the
+    store's clock at every heartbeat; alive while ``expires`` is ahead of that clock."""
+
+    id: models.BigAutoField[int, int] = models.BigAutoField(primary_key=True)
+    instance: models.CharField[str, str] = models.CharField(max_length=NAME_LENGTH, unique=True)
+    record: models.TextField[str, str] = models.TextField()
+    last_seen: models.BigIntegerField[int, int] = models.BigIntegerField()
+    expires: models.BigIntegerField[int, int] = models.BigIntegerField()
+
+    class Meta:
+        db_table = "anarchon_django_store_instance"
         default_permissions = ()
 
     def __str__(self) -> str:

@@ -9,7 +9,6 @@ records bounded as a finish batch bounds its attempts (each kind on its own).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.db.models import Q
@@ -18,28 +17,26 @@ from anarchon.backends.skips import Skip
 
 from .finish_rounds import bound_history
 from .models import StoreAttempt
-
-if TYPE_CHECKING:
-    from .operations import Store
+from .tables import StoreTables
 
 
-def record_skips(store: Store, skips: Sequence[Skip]) -> None:
+def record_skips(tables: StoreTables, skips: Sequence[Skip]) -> None:
     """Write each skip's record (``skips`` hold one per slot: ``check_skips``)."""
-    with transaction.atomic(using=store.alias):
-        store._sqlite_write_lock()
+    with transaction.atomic(using=tables.alias):
+        tables.sqlite_write_lock()
         names = sorted({s.name for s in skips})
-        list(store._jobs().select_for_update().filter(name__in=names).order_by("name")
+        list(tables.jobs().select_for_update().filter(name__in=names).order_by("name")
              .values_list("name", flat=True))
-        now = store.now()
+        now = tables.now()
         keys = Q(*(Q(job=s.name, slot=s.slot) for s in skips), _connector=Q.OR)
-        recorded = set(store._attempts().filter(keys, attempt=0, manual=False)
+        recorded = set(tables.attempts().filter(keys, attempt=0, manual=False)
                        .values_list("job", "slot"))
-        ran = set(store._runs().filter(keys).values_list("job", "slot"))
-        store._attempts().bulk_create([
+        ran = set(tables.runs().filter(keys).values_list("job", "slot"))
+        tables.attempts().bulk_create([
             StoreAttempt(job=s.name, slot=s.slot, attempt=0, instance=s.owner, manual=False,
                          reason=s.reason, status="skipped", started_at=now, finished_at=now)
             for s in skips
             if (s.name, s.slot) not in recorded
             and not (s.reason == "late" and (s.name, s.slot) in ran)])
-        bound_history(store, {s.name: (s.history_size, s.history_ttl_ms) for s in skips},
+        bound_history(tables, {s.name: (s.history_size, s.history_ttl_ms) for s in skips},
                       now, skips=True)

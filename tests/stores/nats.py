@@ -13,14 +13,13 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tests.harness.cleanup import remove
+from tests.harness.cleanup import stream_for as stream_for  # the tests' name for it
+
 from . import StoreSpec, not_set, remember
 
 BASE_URL = os.environ.get("ANARCHON_NATS_URL") or ""
 WINDOW = "90s"
-
-
-def stream_for(namespace: str) -> str:
-    return namespace.upper().replace(".", "_")
 
 
 def url_for(namespace: str, **options: str) -> str:
@@ -91,14 +90,4 @@ STORE = StoreSpec(id="nats", make_url=url_for, lease=False, unavailable=_unavail
 
 async def cleanup(namespace: str, jobs: list[str]) -> None:
     """Delete the namespace's stream."""
-    import nats
-    import nats.js.errors
-
-    client = await nats.connect(BASE_URL)
-    try:
-        try:
-            await client.jetstream().delete_stream(stream_for(namespace))
-        except nats.js.errors.NotFoundError:
-            pass
-    finally:
-        await client.close()
+    await remove("nats", BASE_URL, namespace, jobs)

@@ -11,6 +11,8 @@ import os
 import socket
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from tests.harness.cleanup import remove
+
 from . import StoreSpec, not_set, remember
 
 BASE_URL = os.environ.get("ANARCHON_RABBITMQ_URL") or ""
@@ -81,18 +83,4 @@ STORE = StoreSpec(id="rabbitmq", make_url=url_for, lease=False, unavailable=_una
 
 async def cleanup(namespace: str, jobs: list[str]) -> None:
     """Delete the jobs and history queues a test made (gates expire by themselves)."""
-    import aio_pika
-
-    connection = await aio_pika.connect(BASE_URL)
-    try:
-        for queue in [f"{namespace}.jobs", *(f"{namespace}.history.{job}" for job in jobs)]:
-            channel = await connection.channel()
-            try:
-                await channel.queue_delete(queue)
-            except aio_pika.exceptions.AMQPError:
-                pass  # never declared
-            finally:
-                if not channel.is_closed:
-                    await channel.close()
-    finally:
-        await connection.close()
+    await remove("rabbitmq", BASE_URL, namespace, jobs)

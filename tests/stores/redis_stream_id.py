@@ -11,7 +11,7 @@ from .redis import BASE_URL, purge_keys, redis_unavailable, url_with_prefix
 
 
 def _url(namespace: str) -> str:
-    return url_with_prefix(BASE_URL, namespace) + "&strategy=stream-id"
+    return url_with_prefix(BASE_URL, namespace) + "&strategy=stream-id&lab=1"
 
 
 STORE = StoreSpec(id="redis-stream-id", make_url=_url, lease=False,

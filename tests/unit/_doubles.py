@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from anarchon.backends.base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
+from anarchon.backends.capabilities import CountedHistory
 from anarchon.history import RunRecord, RunStatus
 
 
-class MemoryClaimBackend(ClaimBackend):
+class MemoryClaimBackend(CountedHistory, ClaimBackend):
     """Picks one winner per ``(job, slot)`` in a dict; keeps no history."""
 
     name = "memory:claim"
-    supports_history_ttl = False
 
     def __init__(self) -> None:
         self.claimed: set[tuple[str, int]] = set()

@@ -1,10 +1,10 @@
-"""anarchon.aio: waiting and cancelling without losing (or hanging on) a cancellation."""
+"""anarchon.engine.aio: waiting and cancelling without losing (or hanging on) a cancellation."""
 
 from __future__ import annotations
 
 import asyncio
 
-from anarchon.aio import cancel_and_wait, wait_event, within
+from anarchon.engine.aio import cancel_and_wait, wait_event, within
 from tests.support import run
 
 

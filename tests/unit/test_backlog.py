@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from anarchon.backlog import Backlog
+from anarchon.engine.backlog import Backlog
 
 
 class Ticks:

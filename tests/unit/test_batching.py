@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from anarchon.batching import Batcher, chunks, on_grid, settle
+from anarchon.engine.batcher import Batcher, chunks, on_grid, settle
 
 
 def test_chunks_keep_order_and_bound_size() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 import anarchon
 from anarchon.events import EVENT_TYPES, Event, Listeners
-from anarchon.jobs import NO_DATA, merge_data
+from anarchon.jobs.definition import NO_DATA, merge_data
 
 # -- merge_data ---------------------------------------------------------------------------------
 

@@ -170,7 +170,7 @@ def test_a_schedule_that_fails_to_plan_stops_only_its_own_job(tmp_path: Path) ->
         ran: list[tuple[str, int]] = []
         for name in ("bad", "good"):
             scheduler.every(name, "10s", lambda ctx: ran.append((ctx.name, ctx.slot)))
-        schedule = scheduler._jobs["bad"].schedule
+        schedule = scheduler.runtime.jobs["bad"].schedule
         plain = schedule.next_after
 
         def next_after(after_ms: int) -> int | None:
@@ -264,7 +264,7 @@ def test_catch_up_runs_only_the_newest_missed_slot(tmp_path: Path) -> None:
 
 
 def test_jitter_is_capped_under_half_the_gap_to_the_next_slot() -> None:
-    from anarchon.engine import jitter_cap_ms
+    from anarchon.engine.scheduler import jitter_cap_ms
 
     assert jitter_cap_ms(2.0, 0, 1000) == 500  # every 1s, default jitter: 0.5 s at most
     assert jitter_cap_ms(2.0, 0, 60_000) == 2000  # every minute: the jitter as set

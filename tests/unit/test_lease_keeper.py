@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from anarchon.backends.base import HeartbeatResult, HeldRun, RunKey
 from anarchon.context import AbortSignal
-from anarchon.lease import Held, LeaseKeeper
+from anarchon.engine.lease_keeper import Held, LeaseKeeper
 from tests.support import run
 
 

@@ -1,7 +1,7 @@
 """Store errors in the log: one WARNING when an outage starts, one INFO when it ends,
 however many calls fail, and the same whether or not an ``error`` listener is registered.
 
-Unit level on :class:`anarchon.outage.OutageLog`, then a real scheduler on a real SQLite
+Unit level on :class:`anarchon.engine.outages.OutageLog`, then a real scheduler on a real SQLite
 file whose write lock another connection holds past ``busy_timeout``.
 """
 
@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from anarchon import Event, RunContext, Scheduler, from_url
-from anarchon.outage import OutageLog
-from tests.faults.servers import SqliteLock
+from anarchon.engine.outages import OutageLog
+from anarchon.errors import StoreDataError
+from tests.harness.servers import SqliteLock
 
 
 def _ours(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
@@ -26,7 +27,7 @@ def _ours(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 def test_one_warning_at_the_start_and_one_info_at_the_end(
         caplog: pytest.LogCaptureFixture) -> None:
-    log = OutageLog()
+    log = OutageLog(store="<RedisBackend redis 127.0.0.1:6379 prefix='p:'>")
     with caplog.at_level(logging.INFO, logger="anarchon"):
         log.answered()  # no outage: nothing to say
         for n in range(50):
@@ -34,10 +35,38 @@ def test_one_warning_at_the_start_and_one_info_at_the_end(
         log.answered()
         log.answered()
     assert _ours(caplog, logging.WARNING) == [
-        "store not answering (job job): refused 0; retrying, and saying so once it answers"]
+        "store <RedisBackend redis 127.0.0.1:6379 prefix='p:'> not answering (job job): "
+        "ConnectionError: refused 0; retrying, and saying so once it answers"]
     [info] = _ours(caplog, logging.INFO)
     assert "answering again" in info and "50 failed call(s)" in info
     assert _ours(caplog, logging.ERROR) == []
+
+
+def test_a_call_timeout_names_the_store_and_the_cause(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """anarchon's own call timeout raises a TimeoutError without text (issue 34, 7a)."""
+    log = OutageLog(store="<PostgresBackend 127.0.0.1:5432>")
+    with caplog.at_level(logging.INFO, logger="anarchon"):
+        log.failed(None, TimeoutError())
+    [warning] = _ours(caplog, logging.WARNING)
+    assert warning == ("store <PostgresBackend 127.0.0.1:5432> not answering: TimeoutError: "
+                       "no answer within anarchon's call timeout; retrying, and saying so "
+                       "once it answers")
+
+
+def test_a_data_error_is_no_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """WRONGTYPE and records that do not decode are data, not an outage: one WARNING per
+    distinct message, no outage state, no "answering again" afterwards."""
+    log = OutageLog(store="<RedisBackend redis 127.0.0.1:6379 prefix='p:'>")
+    with caplog.at_level(logging.INFO, logger="anarchon"):
+        for _ in range(5):
+            log.failed("job", StoreDataError("redis at 127.0.0.1:6379: WRONGTYPE Operation"))
+        log.answered()
+    [warning] = _ours(caplog, logging.WARNING)
+    assert "holds data anarchon cannot read (job job)" in warning
+    assert "WRONGTYPE" in warning and "not answering" not in warning
+    assert log.since is None and log.failures == 0
+    assert _ours(caplog, logging.INFO) == []
 
 
 @pytest.mark.parametrize("listening", [False, True], ids=["no-listener", "listener"])

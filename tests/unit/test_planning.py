@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from anarchon.planning import Due, Plan
+from anarchon.engine.plan import Due, Plan
 
 
 def due(at: float, name: str, slot: int = 0, following: int | None = None) -> Due:

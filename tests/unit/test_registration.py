@@ -84,7 +84,7 @@ def test_module_decorators_check_options_at_once(name: str) -> None:
     with pytest.raises(ValueError, match="'bad'"):
         anarchon.every("bad", "0s", scheduler=name)
     with pytest.raises(TypeError, match="retries"):
-        anarchon.every("bad", "10s", scheduler=name, retries=2)
+        anarchon.every("bad", "10s", scheduler=name, retries=2)  # type: ignore[call-overload]
     with pytest.raises(ValueError, match="Nowhere/City"):
         anarchon.cron("bad", "0 * * * *", scheduler=name, timezone="Nowhere/City")
     with pytest.raises(TypeError, match="overlap"):
@@ -241,9 +241,10 @@ def test_scheduler_none_marks_only_and_register_prefixes(db: str) -> None:
     assert s.next_runs("umbrella-sync", 1, after=AFTER)[0].second == 10
     # data: defaults merge under the mark's own keys
     core = s.core
-    assert core._job("acme-sync").data == {"tenant": "acme", "k": "mark", "only_mark": 1}
-    assert core._job("acme-Tenant-report").data == {"tenant": "acme", "k": "default"}
-    assert core._job("umbrella-sync").data == {"tenant": "umbrella", "k": "mark", "only_mark": 1}
+    assert core.runtime.jobs["acme-sync"].data == {"tenant": "acme", "k": "mark", "only_mark": 1}
+    assert core.runtime.jobs["acme-Tenant-report"].data == {"tenant": "acme", "k": "default"}
+    assert core.runtime.jobs["umbrella-sync"].data == {"tenant": "umbrella", "k": "mark",
+                                                       "only_mark": 1}
     # a second object without a distinct prefix collides
     with pytest.raises(ValueError, match="acme-sync"):
         s.register(Tenant("acme2"), prefix="acme-")

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 import anarchon
-from anarchon.registering import JobRegistry
 
 from ._doubles import MemoryClaimBackend
 
@@ -45,10 +44,6 @@ def db(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 def scheduler(db: Path) -> anarchon.Scheduler:
     return anarchon.Scheduler(backend=anarchon.SqliteBackend(str(db)))
-
-
-def _core(scheduler: anarchon.Scheduler) -> JobRegistry:
-    return scheduler.core
 
 
 # -- construction -------------------------------------------------------------------------------

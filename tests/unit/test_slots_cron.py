@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from anarchon.slots import CronSchedule, datetime_to_ms, ms_to_datetime
+from anarchon.schedules.kinds import CronSchedule, datetime_to_ms, ms_to_datetime
 
 UTC = timezone.utc
 NY = "America/New_York"

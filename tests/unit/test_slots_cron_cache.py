@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from anarchon.slots import CronSchedule, datetime_to_ms
+from anarchon.schedules.kinds import CronSchedule, datetime_to_ms
 
 EXPRESSIONS = ["30 1 * * *", "30 2 * * *", "0 * * * *", "*/7 * * * *", "15 1-3 * * *",
                "0 0 29 2 *", "*/20 * * * * *", "5 30 2 * * *", "0 0 * * 1-5", "30 */2 * * *"]

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from anarchon.slots import (
+from anarchon.schedules.kinds import (
     AtSchedule,
     EverySchedule,
     datetime_to_ms,

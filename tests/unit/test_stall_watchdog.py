@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from anarchon.stall import LoopWatchdog
+from anarchon.engine.watchdog import LoopWatchdog
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

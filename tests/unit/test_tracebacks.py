@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from anarchon import AsyncScheduler, RunContext, SqliteBackend
-from anarchon.cli import main as cli
+from anarchon.cli.commands import main as cli
 from anarchon.tracebacks import MAX_ERROR, describe, summary
 
 

@@ -39,15 +39,17 @@ from typing import Any
 from ...durations import DurationLike, parse_duration
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
-from ...names import check_broker_job_name
+from ...jobs.name_checks import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from ..broker_records import Entry, Remembered, merge, scheduled_key
+from ..capabilities import CountedHistory
+from ..decoding import readable
 from ..frameworks import stored_kind, stored_spec
 from ..urls import redact, split_options
+from .stream import connect, create_stream, driver, read_stream, stream_config
 
 logger = logging.getLogger("anarchon")
 
-_INSTALL = 'NatsBackend needs nats-py: pip install "anarchon[nats]"'
 _STREAM = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _PREFIX = re.compile(r"([A-Za-z0-9_-]+\.)*[A-Za-z0-9_-]*")
 _OWNER = "Anarchon-Owner"
@@ -55,16 +57,10 @@ _MSG_ID = "Nats-Msg-Id"
 _OPTIONS = ("stream", "prefix", "duplicate_window", "history_size", "replicas", "timeout")
 
 
-def _driver() -> Any:
-    try:
-        import nats
-        import nats.js.api
-    except ImportError as exc:  # pragma: no cover - exercised without the extra
-        raise ImportError(_INSTALL) from exc
-    return nats
+_driver = driver
 
 
-class NatsBackend(ClaimBackend):
+class NatsBackend(CountedHistory, ClaimBackend):
     """Claim-only backend on NATS JetStream (``pip install "anarchon[nats]"``).
 
     ``servers`` is a URL, a list of URLs, or a connected nats-py client (never closed
@@ -74,8 +70,6 @@ class NatsBackend(ClaimBackend):
     """
 
     name = "nats"
-    supports_leases = False
-    supports_history_ttl = False
 
     def __init__(self, servers: Any = "nats://localhost:4222", *, connection: Any = None,
                  stream: str = "CRON", prefix: str = "cron.",
@@ -157,36 +151,29 @@ class NatsBackend(ClaimBackend):
     # -- connection and stream -------------------------------------------------------------
 
     async def open(self) -> None:
-        """Connect, then create the stream or check the existing one."""
+        """Connect, and check the stream if it exists; the first write creates it (see
+        ``stream.py``: a read creates nothing)."""
         js = await self._jetstream()
-        nats = _driver()
-        api = nats.js.api
+        if self._per_subject == 0:
+            info = await read_stream(js, self.stream)
+            if info is not None:
+                await self._check_stream(info.config)
+
+    async def _ensure_stream(self) -> Any:
+        """The JetStream context, with the stream created or checked (before a write)."""
+        js = await self._jetstream()
+        if self._per_subject != 0:
+            return js
+        info = await read_stream(js, self.stream)
+        if info is not None:
+            await self._check_stream(info.config)
+            return js
         wanted = 2 * self.history_size
-        try:
-            info = await js.stream_info(self.stream)
-        except nats.js.errors.NotFoundError:
-            info = None
-        except Exception as exc:
-            raise StoreError(f"reading stream {self.stream!r} failed: {exc}") from exc
-        if info is None:
-            try:
-                await js.add_stream(api.StreamConfig(
-                    name=self.stream, subjects=self.subjects,
-                    description="anarchon claims and history",
-                    storage=api.StorageType.FILE, retention=api.RetentionPolicy.LIMITS,
-                    discard=api.DiscardPolicy.OLD, max_msgs_per_subject=wanted,
-                    duplicate_window=self.duplicate_window, num_replicas=self.replicas,
-                ))
-                self._per_subject = wanted
-                return
-            except nats.js.errors.BadRequestError as exc:
-                raise IncompatibleStoreError(
-                    f"cannot create JetStream stream {self.stream!r} for subjects "
-                    f"{self.subjects}: {exc.description or exc} (another stream may take "
-                    "these subjects: use another prefix= or stream=)") from exc
-            except Exception as exc:
-                raise StoreError(f"creating stream {self.stream!r} failed: {exc}") from exc
-        await self._check_stream(info.config)
+        await create_stream(js, stream_config(self.stream, self.subjects, wanted,
+                                              self.duplicate_window, self.replicas),
+                            self.prefix)
+        self._per_subject = wanted
+        return js
 
     async def _check_stream(self, config: Any) -> None:
         window = config.duplicate_window or 0
@@ -226,6 +213,7 @@ class NatsBackend(ClaimBackend):
     async def close(self) -> None:
         """Close the connection unless the application passed it in."""
         client, self._client, self._js = self._client, None, None
+        self._per_subject = 0  # checked again on the next connection
         if client is not None and self._user_client is None and not client.is_closed:
             try:
                 await client.close()
@@ -236,20 +224,12 @@ class NatsBackend(ClaimBackend):
         async with self._lock:
             if self._js is not None and not self._client.is_closed:
                 return self._js
-            nats = _driver()
             if self._user_client is not None:
                 self._client = self._user_client
                 if self._client.is_closed:
                     raise StoreError("the nats-py client passed to NatsBackend is closed")
             else:
-                try:
-                    self._client = await nats.connect(
-                        servers=self._servers, connect_timeout=self.timeout,
-                        allow_reconnect=True, max_reconnect_attempts=-1,
-                        reconnect_time_wait=0.5, name="anarchon")
-                except Exception as exc:
-                    where = ",".join(redact(s) for s in self._servers)
-                    raise StoreError(f"cannot connect to NATS at {where}: {exc}") from exc
+                self._client = await connect(self._servers, self.timeout)
             self._js = self._client.jetstream(timeout=self.timeout)
             return self._js
 
@@ -303,7 +283,7 @@ class NatsBackend(ClaimBackend):
         return False
 
     async def _publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> Any:
-        js = await self._jetstream()
+        js = await self._ensure_stream()
         try:
             return await js.publish(subject, payload, timeout=self.timeout,
                                     stream=self.stream, headers=dict(headers))
@@ -321,6 +301,11 @@ class NatsBackend(ClaimBackend):
             info = await js.stream_info(self.stream, subjects_filter=subject)
             if not (info.state.subjects or {}).get(subject):
                 return []
+        except nats.js.errors.NotFoundError:
+            return []  # no stream yet: nothing was written
+        except Exception as exc:
+            raise StoreError(f"reading {subject!r} failed: {exc}") from exc
+        try:
             sub = await js.subscribe(subject, stream=self.stream, ordered_consumer=True,
                                      deliver_policy=nats.js.api.DeliverPolicy.ALL)
         except Exception as exc:
@@ -378,7 +363,7 @@ class NatsBackend(ClaimBackend):
     async def register(self, jobs: Sequence[JobSpec]) -> None:
         """Publish each job's description unless its latest one is the same."""
         nats = _driver()
-        js = await self._jetstream()
+        js = await self._ensure_stream()
         for spec in jobs:
             body = json.dumps({"n": spec.name, "k": stored_kind(spec),
                                "s": spec.schedule}).encode()
@@ -398,14 +383,22 @@ class NatsBackend(ClaimBackend):
         pattern = self.job_subject("*")
         try:
             info = await js.stream_info(self.stream, subjects_filter=pattern)
-            subjects = sorted(info.state.subjects or {})
-            specs = []
-            for subject in subjects:
-                raw = json.loads((await js.get_last_msg(self.stream, subject)).data)
-                specs.append(stored_spec(str(raw["n"]), str(raw["k"]), str(raw["s"])))
+        except _driver().js.errors.NotFoundError:
+            return []  # no stream yet: nothing was registered
         except Exception as exc:
             raise StoreError(f"listing jobs of stream {self.stream!r} failed: {exc}") from exc
-        return specs
+        try:
+            subjects = sorted(info.state.subjects or {})
+            bodies = [(subject, (await js.get_last_msg(self.stream, subject)).data)
+                      for subject in subjects]
+        except Exception as exc:
+            raise StoreError(f"listing jobs of stream {self.stream!r} failed: {exc}") from exc
+        return readable(bodies, _job_spec, f"{self!r}", lambda item: f"{item[0]}: {item[1]!r}")
+
+
+def _job_spec(item: tuple[str, bytes]) -> JobSpec:
+    raw = json.loads(item[1])
+    return stored_spec(str(raw["n"]), str(raw["k"]), str(raw["s"]))
 
 
 def _count(value: object, option: str) -> int:

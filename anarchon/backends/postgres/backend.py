@@ -13,36 +13,38 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any, Final
 
 from ...durations import parse_duration
 from ...errors import StoreError
 from ...history import RunRecord, RunStatus
-from ...names import check_table_name
+from ...jobs.name_checks import check_table_name
 from ..base import (
     ClaimRequest,
     ClaimResult,
     Finish,
-    HeartbeatResult,
     HeldRun,
     JobSpec,
     LeaseBackend,
-    RunKey,
     RunState,
     Wakeup,
 )
 from ..batches import check_claims, check_finishes, check_skips, lone
+from ..capabilities import BatchStore, SkipStore
+from ..decoding import history_row, readable
 from ..frameworks import stored_kind, stored_spec
 from ..skips import Skip
-from ..urls import split_options
+from ..urls import redact, split_options, url_flag
 from ..wakeups import keep_listening
 from .control import PostgresControl
+from .formats import PostgresFormat
 from .listen import listen_target, notifications, wake_channel
+from .liveness import PostgresLiveness, live_queries
 from .triggers import PostgresTriggers, trigger_queries
 
 try:
     import psycopg
+    import psycopg.conninfo
     from psycopg import sql
 
     from . import control, queries
@@ -55,16 +57,18 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 else:
     _MISSING = None
 
-_INSTALL_HINT: Final = 'PostgresBackend needs psycopg 3: pip install "anarchon[postgres]"'
+_INSTALL_HINT: Final = ('PostgresBackend needs psycopg 3: pip install "anarchon[postgres]" '
+                       '(or "anarchon[postgres-binary]" where no libpq is installed)')
 # Query parameters that configure anarchon; everything else in the URL goes to libpq.
-_URL_OPTIONS: Final = ("table", "pool_size", "connect_timeout_s")
+_URL_OPTIONS: Final = ("table", "pool_size", "connect_timeout_s", "create")
+#: calls that change nothing when sent twice: sent again after any lost connection
+_IDEMPOTENT: Final = frozenset({
+    "known_jobs", "confirm", "heartbeat", "unfinished", "history", "poll", "read_controls",
+    "change_log", "read_value", "register", "offer_handlers"})
 
 
-def _ms_to_datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-
-
-class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
+class PostgresBackend(PostgresControl, PostgresTriggers, PostgresLiveness, PostgresFormat,
+                      SkipStore, BatchStore, LeaseBackend):
     """Leases, history and job records in PostgreSQL tables.
 
     ``connection`` is a libpq DSN or ``postgresql://`` URL (the backend then owns a
@@ -72,25 +76,26 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
     ``Connection``/``AsyncConnection`` (must be in autocommit mode) or a psycopg_pool
     ``ConnectionPool``/``AsyncConnectionPool`` the application owns: those are never
     closed. ``table`` (``name`` or ``schema.name``) prefixes the tables, so services
-    with different tables on one database never see each other.
+    with different tables on one database never see each other. ``create_tables=False``
+    (``?create=0``) creates and alters nothing: the tables must exist (made from
+    :meth:`schema_sql`), and a role with only read/write rights on them suffices.
     """
 
     name = "postgres"
-    supports_triggers = True
-    supports_values = True
-    supports_claim_batches = True
-    supports_control = True
-    supports_skip_records = True
 
     def __init__(self, connection: object = "postgresql://localhost/postgres", *,
                  table: str = "anarchon_runs", pool_size: int = 4,
-                 connect_timeout: float | str = 10.0) -> None:
+                 connect_timeout: float | str = 10.0, create_tables: bool = True) -> None:
         if _MISSING is not None:
             raise ImportError(f"{_INSTALL_HINT} ({_MISSING})") from _MISSING
         schema, base = check_table_name(table)
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        if not isinstance(create_tables, bool):
+            raise TypeError(f"create_tables must be a bool, got {create_tables!r}")
         self.table = table
+        self.create_tables = create_tables
+        self._values_ready = not create_tables  # the values table is checked at open()
         self.connect_timeout = parse_duration(connect_timeout, option="connect_timeout")
         self._connection = connection
         self._pool_size = pool_size
@@ -111,6 +116,7 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
             "runs_running": sql.Identifier(base + "_running"),
             "attempts_job": sql.Identifier(base + "_attempts_job"),
             "attempts_run": sql.Identifier(base + "_attempts_run"),
+            "instances": ident("_instances"),
         }
 
         def q(text: str) -> sql.Composed:
@@ -129,7 +135,7 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
             table=self._qualified, lock=sql.SQL(queries.JOB_LOCK), new=q(queries.CLAIM_NEW),
             takeover=q(queries.CLAIM_TAKEOVER), finish=q(queries.FINISH))
         self._q_confirm = q(queries.CONFIRM)
-        self._q_heartbeat = q(queries.HEARTBEAT)
+        self._live_queries = live_queries(q)
         self._q_release = q(queries.RELEASE)
         self._q_note = q(queries.NOTE)
         self._q_start_manual = q(queries.START_MANUAL)
@@ -144,11 +150,19 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
     def from_url(cls, url: str, **options: Any) -> PostgresBackend:
         """Build from ``postgresql://user@host/db?table=schema.name``.
 
-        ``table``, ``pool_size`` and ``connect_timeout_s`` are taken out of the query
+        ``table``, ``pool_size``, ``connect_timeout_s`` and ``create`` (``0``/``1``:
+        ``create_tables``) are taken out of the query
         string; every other parameter (``sslmode``, ``connect_timeout`` …) stays in the
         URL handed to libpq. Keyword ``options`` override the URL's.
         """
         dsn, ours = split_options(url, _URL_OPTIONS, keep_blank=True, keep_fragment=True)
+        try:  # libpq's own check, before any connection: a mistyped parameter is named
+            psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise ValueError(f"invalid PostgreSQL URL {redact(url)}: {str(exc).strip()}; "
+                             "anarchon's "
+                             f"parameters: {sorted(_URL_OPTIONS)}, the others go to libpq "
+                             "(sslmode, connect_timeout, application_name …)") from None
         kwargs: dict[str, Any] = {}
         if "table" in ours:
             kwargs["table"] = ours["table"]
@@ -160,6 +174,8 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
                                  "in the backend URL") from None
         if "connect_timeout_s" in ours:
             kwargs["connect_timeout"] = ours["connect_timeout_s"]
+        if "create" in ours:
+            kwargs["create_tables"] = url_flag("create", ours["create"])
         kwargs.update(options)
         return cls(dsn, **kwargs)
 
@@ -194,12 +210,17 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
 
     async def _fetch(self, what: str, query: Query, params: Params | None = None, *,
                      heartbeat: bool = False) -> list[Row]:
-        async with self._session(what, heartbeat) as session:
-            return await session.fetch(query, params)
+        """One statement; sent again on a new connection if its connection was dropped
+        (see ``claims.dropped()``)."""
+        async def send() -> list[Row]:
+            async with self._session(what, heartbeat) as session:
+                return await session.fetch(query, params)
+
+        return await with_retries(send, idempotent=what in _IDEMPOTENT)
 
     async def _serialised(self, what: str, statements: Sequence[Statement]) -> list[list[Row]]:
         """The statements as one transaction in one round trip (sent again after a
-        deadlock or serialisation failure)."""
+        deadlock or serialisation failure, or a dropped connection)."""
         async def send() -> list[list[Row]]:
             async with self._session(what) as session:
                 return await session.serialised(statements)
@@ -221,13 +242,21 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
             self._link = link
             try:
                 async with link.session() as session, session.transaction():
-                    await self._tables.setup(session, self.address)
+                    if self.create_tables:
+                        await self._tables.setup(session, self.address)
+                    else:
+                        await self._tables.check(session, self.address)
             except BaseException as exc:
                 self._link = None
                 await link.close()
                 if isinstance(exc, psycopg.Error):
                     raise self._error("creating tables", exc) from exc
                 raise
+
+    def schema_sql(self) -> str:
+        """The SQL that creates this backend's tables, for a DBA to run as their owner
+        (``anarchon schema --backend URL`` prints it); no connection is made."""
+        return self._tables.ddl()
 
     async def close(self) -> None:
         """Close our pool; return the reserved heartbeat connection to a user's pool."""
@@ -249,13 +278,13 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
     async def known_jobs(self) -> list[JobSpec]:
         """Every job any instance registered in this table namespace."""
         rows = await self._fetch("known_jobs", self._q_known)
-        return [stored_spec(name, kind, schedule, registered)
-                for name, kind, schedule, registered in rows]
+        return readable(rows, lambda row: stored_spec(*row), self._where("jobs"), repr)
 
     async def purge(self) -> int:
-        """Empty this table namespace in one statement (the tables stay)."""
+        """Empty this table namespace in one statement (the tables stay), then the
+        shared values (a table made on first use)."""
         rows = await self._fetch("purge", self._q_purge)
-        return int(rows[0][0])
+        return int(rows[0][0]) + await self.purge_values()
 
     # -- claims -----------------------------------------------------------------
 
@@ -287,26 +316,6 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
         return attempt
 
     # -- leases -----------------------------------------------------------------
-
-    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
-                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
-        """Renew held leases and read watched runs in one statement, on the connection
-        reserved for heartbeats."""
-        if not held and not watched:
-            return HeartbeatResult(lost=frozenset(), watched=[])
-        rows = await self._fetch("heartbeat", self._q_heartbeat, {
-            "owner": owner, "lease_ms": lease_ms,
-            "held_jobs": [h.name for h in held], "held_slots": [h.slot for h in held],
-            "held_attempts": [h.attempt for h in held],
-            "watched_jobs": [w.name for w in watched],
-            "watched_slots": [w.slot for w in watched]}, heartbeat=True)
-        renewed = {RunKey(r[1], int(r[2])) for r in rows if r[0]}
-        states = [RunState(name=r[1], slot=int(r[2]), owner=r[3], attempt=int(r[4]),
-                           running=bool(r[5]), lease_expired=bool(r[6]),
-                           handed_over=bool(r[7]))
-                  for r in rows if not r[0]]
-        lost = frozenset(h.key for h in held if h.key not in renewed)
-        return HeartbeatResult(lost=lost, watched=states)
 
     async def release(self, owner: str, run: HeldRun) -> bool:
         """Expire the lease now and mark the run handed over (fenced)."""
@@ -371,17 +380,10 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
         if count <= 0:
             return []
         rows = await self._fetch("history", self._q_history, {"job": name, "count": count})
-        records = []
-        for (job, slot, instance, manual, attempt, reason, status, started, finished,
-             error) in rows:
-            records.append(RunRecord(
-                name=job, slot=int(slot), scheduled_at=_ms_to_datetime(int(slot)),
-                instance_id=instance, manual=bool(manual), attempt=int(attempt),
-                reason=reason, status=status, started_at=_ms_to_datetime(int(started)),
-                finished_at=None if finished is None else _ms_to_datetime(int(finished)),
-                duration=None if finished is None else (int(finished) - int(started)) / 1000,
-                error=error))
-        return records
+        return readable(rows, history_row, self._where("attempts"), repr)
+
+    def _where(self, table: str) -> str:
+        return f"PostgreSQL at {self.address}, table {self.table}_{table}"
 
     # -- wake-ups ---------------------------------------------------------------
 
@@ -407,7 +409,8 @@ class PostgresBackend(PostgresControl, PostgresTriggers, LeaseBackend):
         if not isinstance(self._connection, str):
             return None
         return PostgresBackend(self._connection, table=self.table, pool_size=1,
-                               connect_timeout=self.connect_timeout)
+                               connect_timeout=self.connect_timeout,
+                               create_tables=self.create_tables)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.address!r}, table={self.table!r})"

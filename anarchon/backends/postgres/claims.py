@@ -16,8 +16,10 @@ call, which took more than half of a lone claim (1.1 ms planning, 0.6 ms executi
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
+import psycopg
+import psycopg_pool
 from psycopg import errors as pg_errors
 from psycopg import sql
 
@@ -27,6 +29,9 @@ from ..batches import rounds
 from .links import Query, Row, Statement
 
 _RETRIES: Final = 5
+#: how many times a call whose connection was dropped is sent again (a new connection)
+DROPPED_RETRIES: Final = 2
+T = TypeVar("T")
 #: for this transaction only (set_config's ``is_local``), so a user's pool is unchanged
 _GENERIC_PLANS: Final[Statement] = (
     sql.SQL("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)"), {})
@@ -122,14 +127,19 @@ def _complete(answers: list[Any]) -> list[Any]:
     return answers
 
 
-async def with_retries(send: Callable[[], Awaitable[list[list[Row]]]]) -> list[list[Row]]:
+async def with_retries(send: Callable[[], Awaitable[T]], idempotent: bool = False) -> T:
     """``send()`` again after a deadlock or serialisation failure (everything was rolled
-    back), at most a few times; other errors propagate."""
+    back), at most a few times, and after a dropped connection (``dropped()``) on a new
+    one, at most ``DROPPED_RETRIES`` times; other errors propagate."""
+    drops = 0
     for attempt in range(_RETRIES):
         try:
             return await send()
         except StoreError as exc:
             cause = exc.__cause__
+            if dropped(cause, idempotent) and drops < DROPPED_RETRIES:
+                drops += 1
+                continue
             retriable = isinstance(cause, (pg_errors.DeadlockDetected,
                                            pg_errors.SerializationFailure))
             if not retriable or attempt == _RETRIES - 1:
@@ -137,4 +147,21 @@ async def with_retries(send: Callable[[], Awaitable[list[list[Row]]]]) -> list[l
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-__all__ = ["Statements", "claim_answers", "finish_answers", "with_retries"]
+def dropped(cause: BaseException | None, idempotent: bool) -> bool:
+    """Whether a call that failed with ``cause`` lost its connection without a doubt
+    that it changed nothing: the server terminated the session
+    (``pg_terminate_backend``, 57P01: its transaction was rolled back, or had not begun)
+    or the connection was closed before the call was sent. An idempotent call (a read,
+    a lease renewal, a registration) may be sent again after any lost connection. A
+    pool that gives no connection is no dropped connection (the server may be down)."""
+    if cause is None or isinstance(cause, psycopg_pool.PoolTimeout):
+        return False
+    if isinstance(cause, pg_errors.AdminShutdown):
+        return True
+    if not isinstance(cause, psycopg.OperationalError):
+        return False
+    return idempotent or "the connection is closed" in str(cause)
+
+
+__all__ = ["DROPPED_RETRIES", "Statements", "claim_answers", "dropped", "finish_answers",
+           "with_retries"]

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 from ..base import Poll, TriggerRequest
+from ..capabilities import ControlStore
 from ..control import (
     CHANGE_LOG_SIZE,
     OFFER_TTL_MS,
@@ -25,7 +26,7 @@ from ..control import (
     ControlRecord,
     ControlSnapshot,
 )
-from ..trigger_rules import TriggerDefaults
+from .parts import PostgresParts
 from .queries import _NOW_MS
 
 _GENERATION: Final = ("COALESCE((SELECT g.value::bigint FROM {meta} g "
@@ -130,20 +131,9 @@ ON CONFLICT (instance) DO UPDATE SET handlers = EXCLUDED.handlers, seen = EXCLUD
 WITHDRAW: Final = "DELETE FROM {offers} WHERE instance = %(instance)s"
 
 
-class PostgresControl(TriggerDefaults):
+class PostgresControl(PostgresParts, ControlStore):
     """The control calls of
     [`PostgresBackend`][anarchon.backends.postgres.PostgresBackend] (on its sessions)."""
-
-    channel: str
-    _qualified: str
-    _control_queries: dict[str, Any]
-
-    async def _fetch(self, what: str, query: Any, params: Any = None, *,
-                     heartbeat: bool = False) -> list[Any]:
-        raise NotImplementedError  # provided by PostgresBackend
-
-    async def _serialised(self, what: str, statements: Sequence[Any]) -> list[list[Any]]:
-        raise NotImplementedError  # provided by PostgresBackend
 
     async def poll(self, names: Sequence[str]) -> Poll:
         """Take the pending trigger requests of these jobs and read the generation, in

@@ -15,20 +15,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
 import psycopg_pool
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from ...aio import cancel_and_wait
-
-Query = sql.Composed | sql.SQL
-Params = Mapping[str, Any]
-Row = tuple[Any, ...]
-Statement = tuple[Query, Params]
+from ...engine.aio import cancel_and_wait
+from .sessions import (
+    AsyncSession,
+    Params,
+    Query,
+    Row,
+    Session,
+    Statement,
+    SyncSession,
+    autocommit_async,
+    autocommit_sync,
+)
 
 #: how long a call waits for a connection of our pool before the server is checked
 #: (seconds): see ``AsyncPoolLink._busy()``
@@ -37,6 +42,9 @@ ACQUIRE_TIMEOUT = 0.3
 BUSY_WAIT = 10.0
 #: how often a pool that gave no connection in time has its server probed (seconds)
 PROBE_EVERY = 0.1
+#: calls that may each use a direct connection of their own at a time, while the pool
+#: has none to give within ``ACQUIRE_TIMEOUT`` and the server answers
+SPARES = 4
 
 
 def describe_conninfo(conninfo: str) -> str:
@@ -56,87 +64,6 @@ def describe_connection(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[
         return f"{conn.info.host}:{conn.info.port}/{conn.info.dbname}"
     except psycopg.Error:
         return "<closed connection>"
-
-
-class Session(ABC):
-    """One connection, borrowed for a few statements."""
-
-    @abstractmethod
-    async def fetch(self, query: Query, params: Params | None = None) -> list[Row]:
-        """Run one statement (autocommit) and return its rows (empty if none)."""
-
-    @abstractmethod
-    async def serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
-        """The statements (typically a lock, then the work) as one transaction in one
-        round trip (a pipeline); the rows of each, in order."""
-
-    @abstractmethod
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
-        """An explicit transaction around several ``fetch()`` calls."""
-
-
-class _AsyncSession(Session):
-    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        self.conn = conn
-
-    async def fetch(self, query: Query, params: Params | None = None) -> list[Row]:
-        cur = await self.conn.execute(query, params)
-        return list(await cur.fetchall()) if cur.description is not None else []
-
-    async def serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
-        conn = self.conn
-        if not psycopg.Pipeline.is_supported():  # libpq < 14: same, in n + 2 round trips
-            async with conn.transaction():
-                cursors = [await conn.execute(q, p) for q, p in statements]
-                return [list(await cur.fetchall()) for cur in cursors]
-        # No BEGIN/COMMIT: everything up to the pipeline's one Sync is a single implicit
-        # transaction (an error rolls it all back), and READ COMMITTED gives each
-        # statement a snapshot taken after the previous one (the lock) was done.
-        async with conn.pipeline():
-            cursors = [await conn.execute(q, p) for q, p in statements]
-        return [list(await cur.fetchall()) for cur in cursors]
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        async with self.conn.transaction():
-            yield
-
-
-class _SyncSession(Session):
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
-        self.conn = conn
-
-    def _fetch(self, query: Query, params: Params | None) -> list[Row]:
-        cur = self.conn.execute(query, params)
-        return list(cur.fetchall()) if cur.description is not None else []
-
-    async def fetch(self, query: Query, params: Params | None = None) -> list[Row]:
-        return await asyncio.to_thread(self._fetch, query, params)
-
-    def _serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
-        conn = self.conn
-        if not psycopg.Pipeline.is_supported():
-            with conn.transaction():
-                cursors = [conn.execute(q, p) for q, p in statements]
-                return [list(cur.fetchall()) for cur in cursors]
-        with conn.pipeline():  # one implicit transaction: see _AsyncSession.serialised
-            cursors = [conn.execute(q, p) for q, p in statements]
-        return [list(cur.fetchall()) for cur in cursors]
-
-    async def serialised(self, statements: Sequence[Statement]) -> list[list[Row]]:
-        return await asyncio.to_thread(self._serialised, statements)
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[None]:
-        tx = self.conn.transaction()
-        await asyncio.to_thread(tx.__enter__)
-        try:
-            yield
-        except BaseException as exc:
-            await asyncio.to_thread(tx.__exit__, type(exc), exc, exc.__traceback__)
-            raise
-        else:
-            await asyncio.to_thread(tx.__exit__, None, None, None)
 
 
 class Link(ABC):
@@ -187,9 +114,9 @@ class ConnectionLink(Link):
     async def session(self, heartbeat: bool = False) -> AsyncIterator[Session]:
         async with self._lock:
             if isinstance(self.conn, psycopg.AsyncConnection):
-                yield _AsyncSession(self.conn)
+                yield AsyncSession(self.conn)
             else:
-                yield _SyncSession(self.conn)
+                yield SyncSession(self.conn)
 
 
 class AsyncPoolLink(Link):
@@ -209,6 +136,9 @@ class AsyncPoolLink(Link):
         self._heartbeat_lock = asyncio.Lock()
         self._connect_timeout = 5.0
         self._watcher: asyncio.Task[None] | None = None
+        #: direct connections a call may still open while the pool has none to give
+        self._spares = SPARES
+        self._down = False  # the last probe of the server failed
 
     async def open(self, connect_timeout: float) -> None:
         if self.pool is not None:
@@ -263,14 +193,23 @@ class AsyncPoolLink(Link):
                     if conn is not None:
                         self._heartbeat_conn = None
                         await pool.putconn(conn)
-                    conn = self._heartbeat_conn = await self._get(pool)
-                async with _autocommit_async(conn):
-                    yield _AsyncSession(conn)
+                    conn, spare = await self._get(pool)
+                    if spare:  # no pool connection in time: a direct one, for this call
+                        async with self._spare(conn):
+                            yield AsyncSession(conn)
+                        return
+                    self._heartbeat_conn = conn
+                async with autocommit_async(conn):
+                    yield AsyncSession(conn)
             return
-        conn = await self._get(pool)
+        conn, spare = await self._get(pool)
+        if spare:
+            async with self._spare(conn):
+                yield AsyncSession(conn)
+            return
         try:
-            async with _autocommit_async(conn):
-                yield _AsyncSession(conn)
+            async with autocommit_async(conn):
+                yield AsyncSession(conn)
         finally:
             if pool is self.pool:
                 await pool.putconn(conn)
@@ -279,38 +218,68 @@ class AsyncPoolLink(Link):
                     await pool.putconn(conn)
 
     async def _get(self, pool: psycopg_pool.AsyncConnectionPool[Any]
-                   ) -> psycopg.AsyncConnection[Any]:
-        conn: psycopg.AsyncConnection[Any]
+                   ) -> tuple[psycopg.AsyncConnection[Any], bool]:
+        """A pool connection, or (True) a direct one for one call (see ``_busy()``)."""
         try:
-            conn = await pool.getconn(ACQUIRE_TIMEOUT)
+            return await pool.getconn(ACQUIRE_TIMEOUT), False
         except psycopg_pool.PoolTimeout:
-            if not await self._busy(pool):
+            busy = await self._busy(pool)
+            if isinstance(busy, psycopg.AsyncConnection):
+                return busy, True
+            if not busy:
                 raise  # the server is down, or the pool is being replaced
-            conn = await pool.getconn(BUSY_WAIT)
-        return conn
+        return await pool.getconn(BUSY_WAIT), False
 
-    async def _busy(self, pool: psycopg_pool.AsyncConnectionPool[Any]) -> bool:
-        """Our pool gave no connection within ``ACQUIRE_TIMEOUT``: True if it is only
-        busy (the server answers and the pool holds connections: wait longer), else
-        False, and the pool is replaced as soon as the server answers a direct
-        connection. While the server is down a claim must fail at once (the engine
-        decides it again when the server answers) instead of queueing and being applied
-        late; after a restart psycopg_pool reconnects with a backoff (1 s, 2 s, 4 s …)
-        that would fail every call for seconds more."""
+    @contextlib.asynccontextmanager
+    async def _spare(self, conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
+        """Close ``conn`` (a direct connection of ``_busy()``) after its one call."""
+        try:
+            yield
+        finally:
+            self._spares += 1
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    async def _busy(self, pool: psycopg_pool.AsyncConnectionPool[Any]
+                    ) -> bool | psycopg.AsyncConnection[Any]:
+        """Our pool gave no connection within ``ACQUIRE_TIMEOUT``. The server is probed
+        with a direct connection: if it answers, that connection serves this one call
+        (returned) — the pool's connections were dropped (``pg_terminate_backend``, a
+        proxy's idle timeout, a restart) and are being replaced with psycopg_pool's
+        backoff, or all are in use — unless ``SPARES`` such calls are running already
+        (True: wait ``BUSY_WAIT`` for the pool, which is only busy). False when the server
+        does not answer (at once, without a probe, while the pool is being replaced after
+        a failed one) (a claim must fail at once: the engine decides it again when the
+        server answers, instead of it being queued and applied late); the pool is then
+        replaced as soon as the server answers a direct connection, since after a
+        restart psycopg_pool reconnects with a backoff (1 s, 2 s, 4 s …) that would fail
+        every call for seconds more."""
         if not self.owned:
             return True
-        if self._watcher is None or self._watcher.done():
-            try:
-                probe = await psycopg.AsyncConnection.connect(
-                    self.conninfo, autocommit=True, connect_timeout=1)
-            except psycopg.Error:
-                probe = None
-            if probe is not None:
-                await probe.close()
-                if pool.get_stats().get("pool_size", 0) > 0:
-                    return True
+        watching = self._watcher is not None and not self._watcher.done()
+        if watching and self._down:
+            return False  # known down: the watcher replaces the pool once it answers
+        try:
+            probe = await psycopg.AsyncConnection.connect(
+                self.conninfo, autocommit=True, connect_timeout=1,
+                **self._connect_kwargs())
+        except psycopg.Error:
+            probe = None
+        self._down = probe is None
+        if (probe is None or pool.get_stats().get("pool_size", 0) == 0) and not watching:
             self._watcher = asyncio.ensure_future(self._watch(pool))
-        return False
+        if probe is None:
+            return False
+        if self._spares <= 0:
+            await probe.close()
+            return True
+        self._spares -= 1
+        return probe
+
+    def _connect_kwargs(self) -> dict[str, Any]:
+        if "application_name" in conninfo_to_dict(self.conninfo):
+            return {}
+        return {"application_name": "anarchon"}
 
     async def _watch(self, stuck: psycopg_pool.AsyncConnectionPool[Any]) -> None:
         while self.pool is stuck:
@@ -321,6 +290,7 @@ class AsyncPoolLink(Link):
                 await asyncio.sleep(PROBE_EVERY)  # still down
                 continue
             await probe.close()
+            self._down = False  # calls probe again (and may use a direct connection)
             try:
                 fresh = await self._new_pool(self._connect_timeout)
             except (psycopg.Error, psycopg_pool.PoolTimeout):
@@ -363,13 +333,13 @@ class SyncPoolLink(Link):
                         await asyncio.to_thread(pool.putconn, conn)
                     fresh: psycopg.Connection[Any] = await asyncio.to_thread(pool.getconn)
                     conn = self._heartbeat_conn = fresh
-                async with _autocommit_sync(conn):
-                    yield _SyncSession(conn)
+                async with autocommit_sync(conn):
+                    yield SyncSession(conn)
             return
         shared = await asyncio.to_thread(pool.getconn)
         try:
-            async with _autocommit_sync(shared):
-                yield _SyncSession(shared)
+            async with autocommit_sync(shared):
+                yield SyncSession(shared)
         finally:
             await asyncio.to_thread(pool.putconn, shared)
 
@@ -378,32 +348,6 @@ def _pool_conninfo(pool: psycopg_pool.AsyncConnectionPool[Any] | psycopg_pool.Co
                    ) -> str:
     # a pool's conninfo may be a callable (rotating credentials): describe it vaguely
     return pool.conninfo if isinstance(pool.conninfo, str) else ""
-
-
-@contextlib.asynccontextmanager
-async def _autocommit_async(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[None]:
-    if conn.autocommit:
-        yield
-        return
-    await conn.set_autocommit(True)
-    try:
-        yield
-    finally:
-        if not conn.closed and not conn.broken:
-            await conn.set_autocommit(False)
-
-
-@contextlib.asynccontextmanager
-async def _autocommit_sync(conn: psycopg.Connection[Any]) -> AsyncIterator[None]:
-    if conn.autocommit:
-        yield
-        return
-    await asyncio.to_thread(conn.set_autocommit, True)
-    try:
-        yield
-    finally:
-        if not conn.closed and not conn.broken:
-            await asyncio.to_thread(conn.set_autocommit, False)
 
 
 def make_link(connection: object, pool_size: int) -> Link:
@@ -422,4 +366,4 @@ def make_link(connection: object, pool_size: int) -> Link:
         f"{type(connection).__name__}")
 
 
-__all__ = ["Link", "Params", "Query", "Row", "Session", "make_link"]
+__all__ = ["Link", "Params", "Query", "Row", "Session", "Statement", "make_link"]

@@ -306,6 +306,10 @@ UNION ALL
 SELECT false, r.job, r.slot, r.owner, r.attempt, r.status = 'running',
        r.lease_until <= p.now_ms, r.handed_over
 FROM {{runs}} r JOIN watched w ON r.job = w.job AND r.slot = w.slot, p
+UNION ALL
+SELECT NULL, h.job, h.slot, '', 0, false, false, false
+FROM held h
+WHERE NOT EXISTS (SELECT 1 FROM {{runs}} r WHERE r.job = h.job AND r.slot = h.slot)
 """
 
 # Hand-over: the lease ends now and the attempt stops counting towards max_attempts.

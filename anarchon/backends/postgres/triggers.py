@@ -15,7 +15,8 @@ from typing import Any, Final
 
 from psycopg import sql
 
-from ..trigger_rules import TriggerDefaults, TriggerRequest, refused
+from ..capabilities import TriggerStore
+from ..trigger_rules import TriggerRequest, refused
 from .queries import _NOW_MS
 from .values import PostgresValues
 
@@ -71,16 +72,8 @@ def trigger_queries(q: Callable[[str], sql.Composed]) -> dict[str, sql.Composed]
     return {"request": q(REQUEST), "take": q(TAKE), "forget": q(FORGET)}
 
 
-class PostgresTriggers(PostgresValues, TriggerDefaults):
+class PostgresTriggers(PostgresValues, TriggerStore):
     """The trigger calls of [`PostgresBackend`][anarchon.backends.postgres.PostgresBackend]."""
-
-    channel: str
-    _qualified: str
-    _trigger_queries: dict[str, sql.Composed]
-    _control_queries: dict[str, Any]
-
-    async def _serialised(self, what: str, statements: Sequence[Any]) -> list[list[Any]]:
-        raise NotImplementedError  # provided by PostgresBackend
 
     def _lock(self, name: str) -> tuple[Any, dict[str, Any]]:
         return (self._control_queries["lock"], {"table": self._qualified, "jobs": [name]})

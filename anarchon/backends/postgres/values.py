@@ -6,16 +6,14 @@ by an older anarchon needs no migration.
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any
-
 from psycopg import sql
 
-from ...names import check_table_name
-from .links import Session
+from ...jobs.name_checks import check_table_name
+from ..capabilities import ValueStore
+from .parts import PostgresParts
 from .queries import SETUP_LOCK
 
-_CREATE = """CREATE TABLE IF NOT EXISTS {values} (
+CREATE_VALUES = """CREATE TABLE IF NOT EXISTS {values} (
     job text NOT NULL, field text NOT NULL, value text NOT NULL,
     PRIMARY KEY (job, field))"""
 _READ = "SELECT value FROM {values} WHERE job = %(job)s AND field = %(field)s"
@@ -25,21 +23,11 @@ _UPDATE = """UPDATE {values} SET value = %(value)s
 WHERE job = %(job)s AND field = %(field)s AND value = %(expected)s RETURNING 1"""
 
 
-class PostgresValues:
+class PostgresValues(PostgresParts, ValueStore):
     """``read_value`` / ``swap_value`` for
     [`PostgresBackend`][anarchon.backends.postgres.PostgresBackend] (uses its sessions)."""
 
-    table: str
-    _qualified: str
     _values_ready: bool = False
-
-    def _session(self, what: str, heartbeat: bool = False
-                 ) -> contextlib.AbstractAsyncContextManager[Session]:
-        raise NotImplementedError  # provided by PostgresBackend
-
-    async def _fetch(self, what: str, query: Any, params: Any = None, *,
-                     heartbeat: bool = False) -> list[Any]:
-        raise NotImplementedError  # provided by PostgresBackend
 
     def _values_query(self, text: str) -> sql.Composed:
         schema, base = check_table_name(self.table)
@@ -55,12 +43,26 @@ class PostgresValues:
         # its unique index entry)
         async with self._session("create values table") as session, session.transaction():
             await session.fetch(sql.SQL(SETUP_LOCK), {"table": self._qualified})
-            await session.fetch(self._values_query(_CREATE))
+            await session.fetch(self._values_query(CREATE_VALUES))
         self._values_ready = True
+
+    async def purge_values(self) -> int:
+        """Delete every shared value of the namespace (``purge``); how many."""
+        [(exists,)] = await self._fetch("purge values", sql.SQL(
+            "SELECT to_regclass(%(values)s) IS NOT NULL"), {"values": self._values_name()})
+        if not exists:
+            return 0
+        rows = await self._fetch("purge values", self._values_query(
+            "WITH d AS (DELETE FROM {values} RETURNING 1) SELECT count(*) FROM d"))
+        return int(rows[0][0])
+
+    def _values_name(self) -> str:
+        schema, base = check_table_name(self.table)
+        return (f'"{schema}".' if schema else "") + f'"{base}_values"'
 
     async def read_value(self, name: str, field: str) -> str | None:
         """See
-        [`anarchon.backends.base.Backend.read_value()`][anarchon.backends.base.Backend.read_value]."""
+        [`ValueStore.read_value()`][anarchon.backends.capabilities.ValueStore.read_value]."""
         await self._values_table()
         rows = await self._fetch("read_value", self._values_query(_READ),
                                  {"job": name, "field": field})
@@ -69,7 +71,7 @@ class PostgresValues:
     async def swap_value(self, name: str, field: str, expected: str | None,
                          value: str) -> bool:
         """See
-        [`anarchon.backends.base.Backend.swap_value()`][anarchon.backends.base.Backend.swap_value]
+        [`ValueStore.swap_value()`][anarchon.backends.capabilities.ValueStore.swap_value]
         (one statement)."""
         await self._values_table()
         query = _INSERT if expected is None else _UPDATE
@@ -78,4 +80,4 @@ class PostgresValues:
         return bool(rows)
 
 
-__all__ = ["PostgresValues"]
+__all__ = ["CREATE_VALUES", "PostgresValues"]

@@ -41,13 +41,14 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from ...aio import within
 from ...durations import DurationLike, parse_duration, to_ms
+from ...engine.aio import within
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
-from ...names import check_broker_job_name
+from ...jobs.name_checks import check_broker_job_name
 from ..base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
 from ..broker_records import Entry, Remembered, merge, scheduled_key
+from ..capabilities import CountedHistory
 from ..frameworks import stored_kind, stored_spec
 from ..urls import redact, split_options
 
@@ -70,7 +71,7 @@ def _driver() -> Any:
     return aio_pika
 
 
-class RabbitMQBackend(ClaimBackend):
+class RabbitMQBackend(CountedHistory, ClaimBackend):
     """Claim-only backend on RabbitMQ 3.9+ (``pip install "anarchon[rabbitmq]"``).
 
     ``url`` is an AMQP URL (``amqp://guest:guest@localhost/``) or an aio-pika connection
@@ -80,8 +81,6 @@ class RabbitMQBackend(ClaimBackend):
     """
 
     name = "rabbitmq"
-    supports_leases = False
-    supports_history_ttl = False
 
     def __init__(self, url: Any = "amqp://guest:guest@localhost/", *, connection: Any = None,
                  prefix: str = "cron.", slot_ttl: DurationLike = "5m",

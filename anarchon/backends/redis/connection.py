@@ -21,9 +21,10 @@ from importlib import resources
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from ...errors import IncompatibleStoreError, StoreError
+from ...errors import IncompatibleStoreError, StoreDataError, StoreError
 from ...history import RunRecord
 from ..base import EARLY_TOLERANCE_MS
+from ..decoding import checked, readable
 from .keys import JobKeys, NamespaceKeys, check_prefix, escape_name
 
 Kind = Literal["redis", "valkey"]
@@ -32,7 +33,7 @@ MAX_CONNECTIONS = 50
 
 _SCRIPT_NAMES = ("claim", "claim_many", "heartbeat", "release", "finish", "finish_many",
                  "manual", "read", "register", "claim_script", "triggers", "trigger_request",
-                 "note", "control", "skip")
+                 "note", "control", "skip", "instance")
 #: libraries prepended (after common.lua) to the scripts that share their functions
 _SCRIPT_LIBS = {"claim": ("claim_lib",), "claim_many": ("claim_lib",),
                 "finish": ("finish_lib",), "finish_many": ("finish_lib",)}
@@ -219,6 +220,12 @@ class RedisStore:
         if isinstance(exc, (StoreError, IncompatibleStoreError)):
             return exc
         text = str(exc)
+        if is_data_error(text):
+            # the same error of every script reads the same (the log says it once)
+            text = re.sub(r"\s*script: \w+, on @user_script:\d+\.?", "", text)
+            return StoreDataError(f"{self.kind} at {self.where}: a key under prefix "
+                                  f"{self.prefix!r} holds data that is not anarchon's "
+                                  f"({text})")
         if "NOSCRIPT" in text:
             return StoreError(f"{self.kind} at {self.where}: script missing ({text})")
         return StoreError(f"{self.kind} at {self.where}: {type(exc).__name__}: {text}")
@@ -245,6 +252,23 @@ class RedisStore:
         return await self._call(self._scripts[name], keys=list(keys),
                                 args=[a if isinstance(a, (bytes, str)) else str(a)
                                       for a in args])
+
+    async def scripts(self, calls: Sequence[tuple[str, Sequence[str], Sequence[object]]]
+                      ) -> list[Any]:
+        """Several scripts in one round trip (EVALSHA in a pipeline); after a NOSCRIPT
+        (a restarted or flushed server) they are sent again one by one, loading them."""
+        if self._client is None:
+            await self.connect()
+        commands = [("EVALSHA", self._scripts[name].sha, len(keys), *keys, *args)
+                    for name, keys, args in calls]
+        answers = await self.pipeline(commands)
+        if any(isinstance(a, Exception) and ("NoScript" in type(a).__name__
+                                             or "NOSCRIPT" in str(a)) for a in answers):
+            return [await self.script(name, keys, args) for name, keys, args in calls]
+        for answer in answers:
+            if isinstance(answer, Exception):
+                raise self.translate(answer)
+        return answers
 
     async def pipeline(self, commands: Sequence[Sequence[object]]) -> list[Any]:
         """Send commands in one round trip (non-transactional); errors come back as values."""
@@ -337,6 +361,18 @@ def info_dict(info: Any) -> dict[str, str]:
     return out
 
 
+#: what Redis/Valkey answer when a key holds another type or a script read a record that
+#: does not decode (cjson); the server answered, so these are data errors
+_DATA_ERRORS = ("WRONGTYPE", "Expected value but found", "Expected comma or",
+                "Expected object key", "Found invalid", "attempt to index a",
+                "attempt to compare", "attempt to perform arithmetic")
+
+
+def is_data_error(message: str) -> bool:
+    """Whether a server error means the data is not anarchon's (not that it is down)."""
+    return any(marker in message for marker in _DATA_ERRORS)
+
+
 def text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -365,6 +401,7 @@ async def read_history(store: RedisStore, name: str, count: int) -> list[RunReco
     call)."""
     keys = store.keys(name)
     raws = await store.script("read", [keys.att, keys.hist, keys.skips], ["history", count])
-    records = [parse_record(name, raw) for raw in raws]
+    records = readable(raws, lambda raw: checked(parse_record(name, raw)),
+                       f"{store.kind} at {store.where}, hash {keys.att}", repr)
     records.sort(key=lambda r: r.started_at, reverse=True)
     return records[:count]

@@ -30,10 +30,12 @@ generation and publishes, so every instance reads it.
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
 
 from ..base import Poll, TriggerRequest
+from ..capabilities import ControlStore
 from ..control import (
     CHANGE_LOG_SIZE,
     OFFER_TTL_MS,
@@ -50,7 +52,7 @@ def _pairs(flat: Any) -> list[tuple[str, str]]:
     return [(text(k), text(v)) for k, v in zip(flat[::2], flat[1::2], strict=True)]
 
 
-class RedisControl:
+class RedisControl(ControlStore):
     """Trigger polls and the control calls of a backend whose ``store`` is a RedisStore."""
 
     store: RedisStore
@@ -62,8 +64,9 @@ class RedisControl:
         index holds that version (it may not, on a Cluster: see the module docstring)."""
         self._fenced[name] = max(stored, self._fenced.get(name, 0))
 
+    @abstractmethod
     async def _triggers(self, names: Sequence[str]) -> tuple[list[TriggerRequest], int]:
-        raise NotImplementedError  # provided by RedisTriggers (manual_runs)
+        """Take the live requests of ``names`` and read the generation (one script)."""
 
     async def poll(self, names: Sequence[str]) -> Poll:
         """Take the triggers and read the generation: one script call (one slot)."""

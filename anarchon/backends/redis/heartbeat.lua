@@ -2,7 +2,8 @@
 -- KEYS: runs_1, active_1, runs_2, active_2, ... (one pair per job)
 -- ARGV: owner, lease_ms, n_held, then n_held x (job index, slot, attempt),
 --       then the rest x (job index, slot) for watched runs.
--- Returns {now, {lost held positions (1-based)}, {watched state JSON or false}}.
+-- Returns {now, {lost held positions (1-based)}, {watched state JSON or false},
+--          {positions of lost held runs with no record at all}}.
 local owner = text_arg(ARGV[1], 'owner')
 local lease = int_arg(ARGV[2], 'lease_ms')
 local n_held = int_arg(ARGV[3], 'n_held')
@@ -22,6 +23,7 @@ end
 
 local now = now_ms()
 local lost = {}
+local gone = {}
 for h = 1, n_held do
   local runs, active = job_keys(ARGV[3 + 3 * h - 2])
   local slot_s = ARGV[3 + 3 * h - 1]
@@ -38,6 +40,7 @@ for h = 1, n_held do
     end
   end
   if not ok then table.insert(lost, h) end
+  if not raw then table.insert(gone, h) end
 end
 
 local watched = {}
@@ -47,4 +50,4 @@ for w = 1, rest / 2 do
   local raw = redis.call('HGET', runs, ARGV[base + 2 * w])
   table.insert(watched, raw or false)
 end
-return {now, lost, watched}
+return {now, lost, watched, gone}

@@ -95,10 +95,15 @@ class JobKeys:
         return f"{self.tag}:changes"
 
     @property
+    def values(self) -> str:
+        """Hash ``field -> value``: the job's shared values."""
+        return f"{self.tag}:values"
+
+    @property
     def every_key(self) -> tuple[str, ...]:
         """All of the job's keys (for purging a namespace)."""
         return (self.runs, self.active, self.done, self.att, self.hist, self.skips,
-                self.stream, self.seen, self.control, self.changes)
+                self.stream, self.seen, self.control, self.changes, self.values)
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,18 @@ class NamespaceKeys:
         return f"{self.tag}:ns-offers"
 
     @property
+    def instances(self) -> str:
+        """Hash ``instance id -> "<last seen ms>:<expires ms>:<JSON record>"``: the
+        liveness records (``anarchon.backends.liveness``)."""
+        return f"{self.tag}:ns-instances"
+
+    @property
+    def instances_expiry(self) -> str:
+        """Zset ``instance id -> expires ms``: which records to delete when long dead."""
+        return f"{self.tag}:ns-instances-expiry"
+
+    @property
     def every_key(self) -> tuple[str, ...]:
         """All of the namespace's control keys (for purging)."""
-        return (self.index, self.generation, self.offers)
+        return (self.index, self.generation, self.offers, self.instances,
+                self.instances_expiry)

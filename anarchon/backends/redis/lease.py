@@ -26,9 +26,9 @@ the stale runner's later writes from changing anything.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -39,17 +39,20 @@ from ..base import (
     ClaimRequest,
     ClaimResult,
     Finish,
-    HeartbeatResult,
     HeldRun,
     JobSpec,
     LeaseBackend,
-    RunKey,
     RunState,
     Wakeup,
 )
+from ..capabilities import BatchStore
+from ..decoding import readable
 from ..wakeups import keep_listening, released_payload
+from .comparisons import check_lab_opt_in, comparison_backend
 from .connection import Kind, RedisStore, check_driver, info_dict, read_history, text
 from .control import RedisControl
+from .formats import RedisFormat
+from .liveness import RedisLiveness
 from .manual_runs import RedisTriggers
 from .records import (
     finish_args,
@@ -60,7 +63,6 @@ from .records import (
     start_manual_record,
 )
 from .skips import RedisSkips
-from .strategies import comparison_backend
 from .urls import split_url
 from .values import RedisValues
 
@@ -69,7 +71,8 @@ STRATEGIES: tuple[str, ...] = ("lease", "stream-id", "script", "idmp")
 logger = logging.getLogger("anarchon")
 
 
-class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBackend):
+class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, RedisLiveness,
+                   RedisFormat, BatchStore, LeaseBackend):
     """Redis (5+) as the store, holding leases (``strategy="lease"``, the only one).
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
@@ -77,29 +80,25 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
     The claim-only comparison strategies ``"stream-id"``, ``"script"`` (option
     ``window``) and ``"idmp"`` (Redis 8.6+, options ``duration``, ``max_size``) are
     [`ClaimBackend`][anarchon.backends.base.ClaimBackend] s built by
-    ``comparison_backend()`` (or ``from_url`` with
-    ``?strategy=``); passing such a ``strategy`` here raises ``TypeError``.
+    ``comparison_backend()`` (or ``from_url`` with ``?strategy=…&lab=1``: lab code, refused
+    without the opt-in); passing such a ``strategy`` here raises ``TypeError``.
     """
 
     kind: ClassVar[Kind] = "redis"
-    supports_triggers = True
-    supports_claim_batches = True
-    supports_values = True
-    supports_control = True
-    supports_skip_records = True
 
     def __init__(self, redis: object = "redis://localhost:6379", *, strategy: str = "lease",
                  prefix: str = "cron:", cluster: bool | None = None,
                  **options: Any) -> None:
         if strategy != "lease":
             # check the comparison's options first: bad input gets the precise error
-            comparison_backend(strategy, redis, kind=self.kind, prefix=prefix,
-                               cluster=cluster, **options)
+            with contextlib.suppress(ImportError):  # the lab (anarchon.backends.lab)
+                comparison_backend(strategy, redis, kind=self.kind, prefix=prefix,
+                                   cluster=cluster, **options)
             raise TypeError(
                 f"{type(self).__name__} is the lease backend; build the claim-only "
                 f"comparison strategy {strategy!r} with anarchon.backends.redis."
                 f"comparison_backend({strategy!r}, ..., kind={self.kind!r}) or from_url("
-                f"'{self.kind}://…?strategy={strategy}')")
+                f"'{self.kind}://…?strategy={strategy}&lab=1')")
         if options:
             raise TypeError(f"unknown option(s) {', '.join(sorted(options))} for "
                             f"{type(self).__name__}(strategy='lease')")
@@ -112,12 +111,15 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Backend:
         """Build from ``redis://host:port/db?prefix=cron:&strategy=lease`` (keyword
-        options override query parameters). A ``strategy`` other than ``lease`` builds
-        the claim-only comparison backend (``comparison_backend()``)."""
+        options override query parameters). A ``strategy`` other than ``lease`` is lab
+        code (a claim-only comparison, no leases): it is refused unless the URL opts in
+        with ``lab=1``, and then builds ``comparison_backend()``."""
         client_url, query = split_url(url)
         merged = {**query, **options}
         strategy = merged.pop("strategy", "lease")
+        lab = merged.pop("lab", False)
         if strategy != "lease":
+            check_lab_opt_in(strategy, cls.kind, lab)
             return comparison_backend(strategy, client_url, kind=cls.kind, **merged)
         return cls(client_url, **merged)
 
@@ -175,7 +177,12 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
             raw = await self.store.command("HGET", self.store.jobs_key, name)
             if raw is None:
                 return -1
-            seen = int(json.loads(text(raw))["first_seen"])
+            found = readable([raw], lambda r: int(json.loads(text(r))["first_seen"]),
+                             f"{self.store.kind} at {self.store.where}, hash "
+                             f"{self.store.jobs_key}", lambda r: f"field {name!r} = {r!r}")
+            if not found:
+                return -1  # unreadable: as if not yet registered (no catch-up)
+            seen = found[0]
             self._first_seen[name] = seen
         return seen
 
@@ -218,7 +225,7 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
         order, at one server time). On a Cluster the jobs' keys live in different hash
         slots, so each request is its own ``claim()`` call (sent concurrently)."""
         if self.store.cluster:
-            return await super().claim_many(requests)
+            return await Backend.claim_many(self, requests)
         if not requests:
             return []
         keys: list[str] = []
@@ -271,50 +278,6 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
             return 0
         return attempt
 
-    async def heartbeat(self, owner: str, held: Sequence[HeldRun],
-                        watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
-        """Renew every held lease and read every watched run (one call per server, or
-        one per job on a Cluster)."""
-        if not held and not watched:
-            return HeartbeatResult(frozenset(), [])
-        if self.store.cluster:
-            by_job: dict[str, tuple[list[HeldRun], list[RunKey]]] = defaultdict(
-                lambda: ([], []))
-            for run in held:
-                by_job[run.name][0].append(run)
-            for key in watched:
-                by_job[key.name][1].append(key)
-            parts = await asyncio.gather(*(self._heartbeat(owner, h, w, lease_ms)
-                                           for h, w in by_job.values()))
-        else:
-            parts = [await self._heartbeat(owner, held, watched, lease_ms)]
-        lost: set[RunKey] = set()
-        states: list[RunState] = []
-        for part_lost, part_states in parts:
-            lost |= part_lost
-            states += part_states
-        return HeartbeatResult(frozenset(lost), states)
-
-    async def _heartbeat(self, owner: str, held: Sequence[HeldRun], watched: Sequence[RunKey],
-                         lease_ms: int) -> tuple[set[RunKey], list[RunState]]:
-        index: dict[str, int] = {}
-        keys: list[str] = []
-        for name in [r.name for r in held] + [k.name for k in watched]:
-            if name not in index:
-                index[name] = len(index) + 1
-                k = self.store.keys(name)
-                keys += [k.runs, k.active]
-        args: list[object] = [owner, lease_ms, len(held)]
-        for run in held:
-            args += [index[run.name], run.slot, run.attempt]
-        for key in watched:
-            args += [index[key.name], key.slot]
-        now, lost_positions, raw_states = await self.store.script("heartbeat", keys, args)
-        lost = {held[int(p) - 1].key for p in lost_positions}
-        states = [run_state(key.name, key.slot, raw, int(now))
-                  for key, raw in zip(watched, raw_states, strict=True)]
-        return lost, states
-
     async def release(self, owner: str, run: HeldRun) -> bool:
         """Hand the run over: its lease expires now and the next attempt is not counted."""
         k = self.store.keys(run.name)
@@ -340,7 +303,7 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
         """One EVALSHA recording every outcome, each as ``finish()`` would (fenced per
         run). On a Cluster, one ``finish()`` call per run (sent concurrently)."""
         if self.store.cluster:
-            return await super().finish_many(finishes)
+            return await Backend.finish_many(self, finishes)
         if not finishes:
             return []
         keys: list[str] = []
@@ -366,12 +329,12 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, LeaseBa
             k = self.store.keys(name)
             keys += [k.runs, k.active]
         now, rows = await self.store.script("read", keys, ["unfinished"])
-        states = []
-        for job_index, slot, raw in rows:
-            state = run_state(names[int(job_index) - 1], int(text(slot)), raw, int(now))
-            if state.running:
-                states.append(state)
-        return states
+        states = readable(
+            rows, lambda row: run_state(names[int(row[0]) - 1], int(text(row[1])), row[2],
+                                        int(now)),
+            f"{self.store.kind} at {self.store.where}, runs hash",
+            lambda row: f"job {names[int(row[0]) - 1]!r} slot {text(row[1])} = {row[2]!r}")
+        return [state for state in states if state.running]
 
     # -- manual runs and history -----------------------------------------------------------
 

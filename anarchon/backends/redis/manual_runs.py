@@ -18,14 +18,15 @@ import secrets
 from collections.abc import Sequence
 
 from ...errors import StoreError
-from ..trigger_rules import TriggerDefaults, TriggerRequest, refused
+from ..capabilities import TriggerStore
+from ..trigger_rules import TriggerRequest, refused
 from ..wakeups import trigger_payload
 from .connection import RedisStore, text
 
 logger = logging.getLogger("anarchon")
 
 
-class RedisTriggers(TriggerDefaults):
+class RedisTriggers(TriggerStore):
     """The trigger calls of [`RedisBackend`][anarchon.backends.redis.RedisBackend]."""
 
     store: RedisStore
@@ -90,6 +91,6 @@ class RedisTriggers(TriggerDefaults):
         store = self.store
         k = store.keys(name)
         removed = int(await store.command("UNLINK", k.runs, k.active, k.done, k.att, k.hist,
-                                          k.skips, k.stream, k.seen, f"{k.tag}:values"))
+                                          k.skips, k.stream, k.seen, k.values))
         removed += int(await store.command("HDEL", store.jobs_key, name))
         return removed + len((await self._triggers([name]))[0])

@@ -11,6 +11,7 @@ from typing import Any
 from ...errors import IncompatibleStoreError
 from ...history import RunStatus
 from ..base import Finish, JobSpec, RunState
+from ..decoding import readable
 from ..frameworks import stored_kind, stored_spec
 from .connection import KEY_FORMAT, RedisStore, text
 
@@ -36,16 +37,19 @@ async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str,
 async def known_jobs(store: RedisStore) -> list[JobSpec]:
     raw = await store.command("HGETALL", store.jobs_key)
     items = raw.items() if isinstance(raw, dict) else zip(raw[::2], raw[1::2], strict=True)
-    jobs = []
-    for name, value in items:
-        if not text(name):
-            continue  # the key format (see connection.py), not a job
-        data = json.loads(text(value))
-        seen = data.get("seen")  # written since registrations are refreshed
-        jobs.append(stored_spec(text(name), str(data.get("kind", "")),
-                                str(data.get("schedule", "")),
-                                int(seen) if isinstance(seen, (int, float)) else None))
+    # the field "" holds the key format (see connection.py), not a job
+    jobs = readable([(name, value) for name, value in items if text(name)], _job_spec,
+                    f"{store.kind} at {store.where}, hash {store.jobs_key}",
+                    lambda item: f"field {text(item[0])!r} = {item[1]!r}")
     return sorted(jobs, key=lambda j: j.name)
+
+
+def _job_spec(item: tuple[Any, Any]) -> JobSpec:
+    name, value = item
+    data = json.loads(text(value))
+    seen = data.get("seen")  # written since registrations are refreshed
+    return stored_spec(text(name), str(data.get("kind", "")), str(data.get("schedule", "")),
+                       int(seen) if isinstance(seen, (int, float)) else None)
 
 
 def finish_args(finish: Finish) -> list[object]:

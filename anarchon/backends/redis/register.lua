@@ -17,7 +17,7 @@ for i = 2, #ARGV, 3 do
   local raw = redis.call('HGET', KEYS[1], ARGV[i])
   if raw then
     local ok, old = pcall(cjson.decode, raw)
-    if ok and tonumber(old.first_seen) then first = tonumber(old.first_seen) end
+    if ok and type(old) == 'table' and tonumber(old.first_seen) then first = tonumber(old.first_seen) end
   end
   redis.call('HSET', KEYS[1], ARGV[i],
              cjson.encode({kind = ARGV[i + 1], schedule = ARGV[i + 2], first_seen = first,

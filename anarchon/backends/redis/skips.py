@@ -8,11 +8,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ..batches import check_skips
+from ..capabilities import SkipStore
 from ..skips import Skip
 from .connection import RedisStore
 
 
-class RedisSkips:
+class RedisSkips(SkipStore):
     """``record_skips`` for a backend whose ``store`` is a RedisStore."""
 
     store: RedisStore

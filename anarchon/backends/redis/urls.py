@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from ...durations import parse_duration
 from ..urls import split_options
 
-_URL_OPTIONS = {"prefix", "strategy", "cluster", "window", "duration", "max_size"}
+_URL_OPTIONS = {"prefix", "strategy", "lab", "cluster", "window", "duration", "max_size"}
 #: query parameters redis-py / valkey-py read from a URL (plus any ``ssl_*``)
 _DRIVER_URL_OPTIONS = {"db", "health_check_interval", "legacy_responses", "max_connections",
                        "protocol", "retry_on_timeout", "socket_connect_timeout",
@@ -35,6 +35,12 @@ def split_url(url: str) -> tuple[str, dict[str, Any]]:
 def _url_value(key: str, value: str) -> object:
     if key == "cluster":
         return value.lower() in ("1", "true", "yes", "on")
+    if key == "lab":
+        if value.lower() in ("1", "true", "yes", "on"):
+            return True
+        if value.lower() in ("", "0", "false", "no", "off"):
+            return False
+        raise ValueError(f"lab={value!r} in a Redis URL: use lab=1 (or lab=0)")
     if key in ("window", "duration"):
         return parse_duration(value, option=key)
     if key == "max_size":

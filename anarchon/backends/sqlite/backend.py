@@ -14,13 +14,12 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
-from urllib.parse import unquote, urlsplit
 
 from ...clock import SYSTEM_CLOCK, Clock
 from ...durations import DurationLike, parse_duration
 from ...errors import IncompatibleStoreError, StoreError
 from ...history import RunRecord, RunStatus
-from ...names import check_table_name
+from ...jobs.name_checks import check_table_name
 from ..base import (
     ClaimRequest,
     ClaimResult,
@@ -33,13 +32,16 @@ from ..base import (
     RunState,
 )
 from ..batches import check_claims, check_finishes, check_skips, claim_bound, lone
+from ..capabilities import BatchStore, SkipStore
+from ..decoding import history_row, readable
 from ..frameworks import stored_kind, stored_spec
 from ..skips import Skip
-from ..urls import split_options
 from .control import SqliteControl
-from .schema import FORMAT_VERSION, Tables
+from .formats import SqliteFormat
+from .liveness import SqliteLiveness
+from .schema import Tables, is_libsql, parse_url, prepare, purge
 from .skips import record_skips
-from .transactions import claim, end_attempt, finish_run, first, prune, record
+from .transactions import claim, end_attempt, finish_run, first, prune
 from .triggers import SqliteTriggers
 from .values import SqliteValues
 from .wal import use_wal
@@ -48,7 +50,8 @@ T = TypeVar("T")
 MIN_SQLITE = (3, 35, 0)  # RETURNING and partial-index upserts
 
 
-class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
+class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, SqliteLiveness, SqliteFormat,
+                    SkipStore, BatchStore, LeaseBackend):
     """Leases in a SQLite file shared by the processes of one machine.
 
     ``database``: a path (or ``":memory:"`` for one process), or an open
@@ -59,11 +62,6 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
     """
 
     name = "sqlite"
-    supports_triggers = True
-    supports_values = True
-    supports_claim_batches = True
-    supports_control = True
-    supports_skip_records = True
 
     def __init__(
         self,
@@ -72,11 +70,12 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
         table: str = "anarchon_runs",
         busy_timeout: DurationLike = "5s",
         clock: Clock | None = None,
+        create_tables: bool = True,
     ) -> None:
         _, table_name = check_table_name(table)
         if table != table_name:
             raise ValueError(f"invalid table {table!r}: SQLite tables take no schema prefix")
-        if isinstance(database, sqlite3.Connection) or _is_libsql(database):
+        if isinstance(database, sqlite3.Connection) or is_libsql(database):
             if getattr(database, "isolation_level", None) is not None:
                 raise ValueError(
                     f"the {type(database).__module__} connection given to SqliteBackend "
@@ -93,7 +92,11 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
         else:
             raise TypeError(f"database must be a path or sqlite3.Connection, "
                             f"got {type(database).__name__}")
+        if not isinstance(create_tables, bool):
+            raise TypeError(f"create_tables must be a bool, got {create_tables!r}")
         self.table = table
+        self.create_tables = create_tables
+        self._values_ready = not create_tables  # the values table is checked at open()
         self.busy_timeout = parse_duration(busy_timeout, option="busy_timeout")
         self._tables = Tables(table)
         self._clock = clock or SYSTEM_CLOCK
@@ -109,22 +112,18 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
                 self.database.startswith("file:") and "memory" in self.database):
             return None
         return SqliteBackend(self.database, table=self.table, busy_timeout=self.busy_timeout,
-                             clock=self._clock)
+                             clock=self._clock, create_tables=self.create_tables)
+
+    def __repr__(self) -> str:
+        return f"<SqliteBackend {self.database} table={self.table!r}>"
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SqliteBackend:
         """``sqlite:///relative.db``, ``sqlite:////abs/path.db``, ``sqlite:///:memory:``;
-        query parameters ``table`` and ``busy_timeout``."""
-        parts = urlsplit(url)
-        path = unquote(parts.path)
-        path = path[1:] if path.startswith("/") else path
-        if parts.netloc:
-            raise ValueError(f"invalid SQLite URL {url!r}: use sqlite:///path/to/file.db")
-        unknown: list[str] = []
-        _, ours = split_options(url, ("table", "busy_timeout"), check=unknown.append)
-        if unknown:
-            raise ValueError(f"unknown SQLite URL option(s) {sorted(unknown)} in {url!r}")
-        query: dict[str, Any] = {**ours, **options}
+        query parameters ``table``, ``busy_timeout`` and ``create`` (``0``/``1``:
+        ``create_tables``). ``sqlite:/x.db`` (one slash) is refused: it reads as
+        absolute but the three-slash form makes it relative."""
+        path, query = parse_url(url, options)
         return cls(path or "./anarchon.db", **query)
 
     # -- plumbing -------------------------------------------------------------------
@@ -140,7 +139,7 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
         except sqlite3.OperationalError as exc:
             raise StoreError(f"SQLite {self.database}: {exc}") from exc
         except ValueError as exc:  # libSQL reports database errors as ValueError
-            if _is_libsql(connection):
+            if is_libsql(connection):
                 raise StoreError(f"libSQL {self.database}: {exc}") from exc
             raise
 
@@ -194,35 +193,12 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
 
     def _prepare(self, connection: sqlite3.Connection) -> None:
         connection.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
-        t = self._tables
         with self._write(connection) as cur:
-            present = {
-                row[0] for row in cur.execute(
-                    "SELECT name FROM sqlite_master WHERE type='table' AND name IN (?,?,?,?,?)",
-                    (t.base, t.base + "_attempts", t.base + "_jobs", t.base + "_meta",
-                     t.base + "_triggers"),
-                ).fetchall()
-            }
-            if not present:
-                for statement in t.create_statements() + t.control_statements():
-                    cur.execute(statement)
-                return
-            if t.base + "_meta" not in present:
-                raise IncompatibleStoreError(
-                    f"table {t.base!r} in {self.database} exists but was not created by "
-                    "anarchon (no meta table); choose another table= name"
-                )
-            row = first(cur.execute(
-                f"SELECT value FROM {t.meta} WHERE key='format_version'"
-            ))
-            if row is None or row[0] != FORMAT_VERSION or len(present) != 5:
-                found = row[0] if row else "none"
-                raise IncompatibleStoreError(
-                    f"table {t.base!r} in {self.database} has format version {found}, this "
-                    f"anarchon needs {FORMAT_VERSION}; nothing was changed"
-                )
-            for statement in t.control_statements():
-                cur.execute(statement)
+            prepare(cur, self._tables, self.database, self.create_tables)
+
+    def schema_sql(self) -> str:
+        """The SQL that creates this backend's tables (``anarchon schema`` prints it)."""
+        return self._tables.ddl()
 
     async def close(self) -> None:
         executor, connection = self._executor, self._connection
@@ -298,26 +274,31 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
     async def heartbeat(self, owner: str, held: Sequence[HeldRun],
                         watched: Sequence[RunKey], lease_ms: int) -> HeartbeatResult:
         def run(connection: sqlite3.Connection) -> HeartbeatResult:
-            t = self._tables
             with self._write(connection) as cur:
-                now = self._now()
-                lost = set()
-                for run_ in held:
-                    renewed = first(cur.execute(
-                        f"""UPDATE {t.runs} SET lease_until = ?
-                            WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
-                              AND state = 'running' RETURNING 1""",
-                        (now + lease_ms, run_.name, run_.slot, owner, run_.attempt),
-                    ))
-                    if renewed is None:
-                        lost.add(run_.key)
-                states = [
-                    state for key in watched
-                    if (state := self._read_state(cur, key.name, key.slot, now)) is not None
-                ]
-            return HeartbeatResult(frozenset(lost), states)
+                return self._renew(cur, owner, held, watched, lease_ms, self._now())
 
         return await self._call(run)
+
+    def _renew(self, cur: sqlite3.Cursor, owner: str, held: Sequence[HeldRun],
+               watched: Sequence[RunKey], lease_ms: int, now: int) -> HeartbeatResult:
+        t = self._tables
+        lost, gone = set(), set()
+        for run_ in held:
+            renewed = first(cur.execute(
+                f"""UPDATE {t.runs} SET lease_until = ?
+                    WHERE job = ? AND slot = ? AND owner = ? AND attempt = ?
+                      AND state = 'running' RETURNING 1""",
+                (now + lease_ms, run_.name, run_.slot, owner, run_.attempt),
+            ))
+            if renewed is None:
+                lost.add(run_.key)
+                if self._read_state(cur, run_.name, run_.slot, now) is None:
+                    gone.add(run_.key)  # no record at all: the store forgot it
+        states = [
+            state for key in watched
+            if (state := self._read_state(cur, key.name, key.slot, now)) is not None
+        ]
+        return HeartbeatResult(frozenset(lost), states, frozenset(gone))
 
     def _read_state(self, cur: sqlite3.Cursor, name: str, slot: int, now: int) -> RunState | None:
         row = first(cur.execute(
@@ -441,7 +422,7 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
                     ORDER BY started_at DESC, id DESC LIMIT ?""",
                 (name, count),
             ).fetchall()
-            return [record(row) for row in rows]
+            return readable(rows, history_row, f"{self!r} {self._tables.attempts}", repr)
 
         return await self._call(run)
 
@@ -450,7 +431,8 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
             rows = connection.execute(
                 f"SELECT name, kind, schedule, updated FROM {self._tables.jobs} ORDER BY name"
             ).fetchall()
-            return [stored_spec(*row) for row in rows]
+            return readable(rows, lambda row: stored_spec(*row),
+                            f"{self!r} {self._tables.jobs}", repr)
 
         return await self._call(run)
 
@@ -460,20 +442,6 @@ class SqliteBackend(SqliteTriggers, SqliteControl, SqliteValues, LeaseBackend):
 
         def run(connection: sqlite3.Connection) -> int:
             with self._write(connection) as cur:
-                removed = 0
-                for table in (tables.attempts, tables.runs, tables.triggers, tables.jobs,
-                              tables.control, tables.changes, tables.offers):
-                    removed += cur.execute(f"DELETE FROM {table}").rowcount
-                cur.execute(f"DELETE FROM {tables.meta} WHERE key = 'control_generation'")
-                return removed
+                return purge(cur, tables)
 
         return await self._call(run)
-
-
-def _is_libsql(value: object) -> bool:
-    """A libSQL (libsql-python) connection or error; its API follows ``sqlite3``."""
-    try:
-        import libsql  # type: ignore[import-not-found, import-untyped, unused-ignore]
-    except ImportError:
-        return False
-    return isinstance(value, (libsql.Connection, libsql.Error))

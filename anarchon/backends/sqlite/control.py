@@ -10,7 +10,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from ..base import Poll, TriggerRequest
+from ..base import Poll
+from ..capabilities import ControlStore
 from ..control import (
     CHANGE_LOG_SIZE,
     OFFER_TTL_MS,
@@ -25,13 +26,9 @@ T = TypeVar("T")
 _GENERATION = "control_generation"
 
 
-class SqliteControl(SqliteParts):
+class SqliteControl(SqliteParts, ControlStore):
     """The control calls of [`SqliteBackend`][anarchon.backends.sqlite.SqliteBackend]
     (on its thread)."""
-
-    def _take(self, connection: sqlite3.Connection, names: Sequence[str]
-              ) -> list[TriggerRequest]:
-        raise NotImplementedError  # provided by SqliteBackend
 
     def _generation(self, connection: sqlite3.Connection | sqlite3.Cursor) -> int:
         row = first(connection.execute(

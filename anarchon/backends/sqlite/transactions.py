@@ -6,12 +6,10 @@ from the connection handling in ``anarchon.backends.sqlite.backend`` (as
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
-from ...history import RunRecord
-from ...slots import ms_to_datetime
-from ..base import EARLY_TOLERANCE_MS, ClaimRequest, ClaimResult, Finish
+from ..base import ClaimRequest, ClaimResult, Finish
+from ..claim_rules import exhausted, refusal, takeover_open
 from .schema import Tables
 
 
@@ -35,21 +33,14 @@ def claim(cur: sqlite3.Cursor, t: Tables, req: ClaimRequest, now: int) -> ClaimR
     ))
     if req.reason == "takeover":
         return _takeover(cur, t, req, row, now)
-    if req.slot - now > EARLY_TOLERANCE_MS:
-        return result("early")
     stored = first(cur.execute(f"SELECT version FROM {t.control} WHERE job = ?",
                                (req.name,)))
-    if stored is not None and stored[0] > req.version:
-        return result("stale")
-    if req.reason == "scheduled" and now > req.slot + req.max_late_ms:
-        return result("late")
-    if req.reason == "catch-up":
-        seen = first(cur.execute(
-            f"SELECT first_seen FROM {t.jobs} WHERE name = ?", (req.name,)
-        ))
-        if (seen is None or (seen[0] >= req.slot and not req.one_off)
-                or req.slot <= now - req.catch_up_ms):
-            return result("late")
+    seen = first(cur.execute(f"SELECT first_seen FROM {t.jobs} WHERE name = ?",
+                             (req.name,))) if req.reason == "catch-up" else None
+    why = refusal(req, None if seen is None else seen[0],
+                      0 if stored is None else stored[0], now)
+    if why is not None:
+        return result(why)
     if row is not None:
         return result("taken")
     expired = cur.execute(
@@ -82,10 +73,10 @@ def _takeover(cur: sqlite3.Cursor, t: Tables, req: ClaimRequest, row: Any, now: 
     if row is None:
         return ClaimResult("taken", 0, now)
     state, attempt, counted, handed_over, lease_until = row
-    if state != "running" or attempt != req.expected_attempt or lease_until > now:
+    if not takeover_open(req, state == "running", attempt, lease_until, now):
         return ClaimResult("taken", 0, now)
     end_attempt(cur, t, req.name, req.slot, attempt, "interrupted", None, now)
-    if not handed_over and counted >= req.max_attempts:
+    if exhausted(req, counted, bool(handed_over)):
         cur.execute(
             f"UPDATE {t.runs} SET state = 'interrupted' WHERE job = ? AND slot = ?",
             (req.name, req.slot),
@@ -161,22 +152,3 @@ def prune(cur: sqlite3.Cursor, t: Tables, name: str, size: int, ttl_ms: int | No
                 WHERE job = ? AND {kind} AND started_at < ?""",
             (name, now - ttl_ms),
         )
-
-
-def record(row: Sequence[Any]) -> RunRecord:
-    """A history row as a [`RunRecord`][anarchon.history.RunRecord]."""
-    job, slot, instance, manual, attempt, reason, status, started, finished, error = row
-    return RunRecord(
-        name=job,
-        slot=slot,
-        scheduled_at=ms_to_datetime(slot),
-        instance_id=instance,
-        manual=bool(manual),
-        attempt=attempt,
-        reason=reason,
-        status=status,
-        started_at=ms_to_datetime(started),
-        finished_at=ms_to_datetime(finished) if finished is not None else None,
-        duration=(finished - started) / 1000 if finished is not None else None,
-        error=error,
-    )

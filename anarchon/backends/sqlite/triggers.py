@@ -9,7 +9,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TypeVar
 
-from ..trigger_rules import TriggerDefaults, TriggerRequest, refused
+from ..capabilities import TriggerStore
+from ..trigger_rules import TriggerRequest, refused
 from .parts import SqliteParts
 from .schema import quote
 from .transactions import first
@@ -17,7 +18,7 @@ from .transactions import first
 T = TypeVar("T")
 
 
-class SqliteTriggers(SqliteParts, TriggerDefaults):
+class SqliteTriggers(SqliteParts, TriggerStore):
     """The trigger calls of [`SqliteBackend`][anarchon.backends.sqlite.SqliteBackend]."""
 
     async def request_trigger(self, name: str, data: str | None, *,

@@ -7,28 +7,20 @@ migration.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from typing import Any, TypeVar
 
-from .schema import Tables, quote
+from ..capabilities import ValueStore
+from .parts import SqliteParts
+from .schema import quote
 
 T = TypeVar("T")
 
 
-class SqliteValues:
+class SqliteValues(SqliteParts, ValueStore):
     """``read_value`` / ``swap_value`` for [`SqliteBackend`][anarchon.backends.sqlite.SqliteBackend]
     (uses its thread)."""
 
-    _tables: Tables
     _values_ready: bool = False
-
-    async def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # provided by SqliteBackend
-
-    def _write(self, connection: sqlite3.Connection
-               ) -> AbstractContextManager[sqlite3.Cursor]:
-        raise NotImplementedError  # provided by SqliteBackend
 
     @property
     def _values(self) -> str:
@@ -36,14 +28,12 @@ class SqliteValues:
 
     def _ensure_values(self, cursor: sqlite3.Cursor) -> None:
         if not self._values_ready:
-            cursor.execute(f"""CREATE TABLE IF NOT EXISTS {self._values} (
-                job TEXT NOT NULL, field TEXT NOT NULL, value TEXT NOT NULL,
-                PRIMARY KEY (job, field)) WITHOUT ROWID""")
+            cursor.execute(self._tables.values_statement())
             self._values_ready = True
 
     async def read_value(self, name: str, field: str) -> str | None:
         """See
-        [`anarchon.backends.base.Backend.read_value()`][anarchon.backends.base.Backend.read_value]."""
+        [`ValueStore.read_value()`][anarchon.backends.capabilities.ValueStore.read_value]."""
         def run(connection: sqlite3.Connection) -> str | None:
             if not self._values_ready:
                 with self._write(connection) as cur:
@@ -57,7 +47,7 @@ class SqliteValues:
     async def swap_value(self, name: str, field: str, expected: str | None,
                          value: str) -> bool:
         """See
-        [`anarchon.backends.base.Backend.swap_value()`][anarchon.backends.base.Backend.swap_value]
+        [`ValueStore.swap_value()`][anarchon.backends.capabilities.ValueStore.swap_value]
         (``BEGIN IMMEDIATE``)."""
         def run(connection: sqlite3.Connection) -> bool:
             with self._write(connection) as cur:

@@ -1,7 +1,8 @@
-"""``manage.py anarchon run | list | history | trigger | run-now | forget``, runtime
+"""``manage.py anarchon run | list | status | doctor | history | trigger | run-now |
+forget``, runtime
 control: ``pause | resume | reschedule | add | remove`` (the core CLI's options; see
-``anarchon_django.control_args``) and ``import-celery-beat``
-(anarchon_celery.django_beat_import)."""
+``anarchon_django.control.args``) and ``import-celery-beat``
+(anarchon_celery.importers.django_beat)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,17 @@ from django.utils import timezone
 
 from anarchon import Event, JobNotFoundError, RunRecord, StoreError
 from anarchon.backends.frameworks import shown
-from anarchon.clierrors import describe
+from anarchon.cli.control_commands import format_changes
+from anarchon.cli.failures import describe
+from anarchon.cli.ops_commands import render, severity
+from anarchon.control.status import status_document, status_lines
 from anarchon.history import RUN_REASONS, RUN_STATUSES
+from anarchon.observability import port_from, serve_metrics
 from anarchon.tracebacks import summary
-
-from ... import control_args, controls
-from ...conf import SettingsError, get_settings
-from ...runtime import (
+from anarchon_django.control import args as control_args
+from anarchon_django.control import controls
+from anarchon_django.control import status as store_status
+from anarchon_django.control.runtime import (
     RunRefused,
     build_scheduler,
     forget,
@@ -33,6 +38,7 @@ from ...runtime import (
     job_rows,
     request_run,
 )
+from anarchon_django.settings.conf import SettingsError, get_settings
 
 logger = logging.getLogger("anarchon_django")
 
@@ -66,9 +72,21 @@ class Command(BaseCommand):
                              "(start it on every instance)")
         run.add_argument("--jobs", default=None,
                          help="comma-separated job names to run here (default: all)")
+        run.add_argument("--metrics-port", default=None,
+                         help="serve Prometheus /metrics on this port (default: "
+                              "ANARCHON_METRICS_PORT; needs ANARCHON['METRICS'] = True)")
         run.add_argument("--stop-timeout", type=float, default=30.0,
                          help="seconds to wait for running jobs on stop (default 30)")
         sub.add_parser("list", help="jobs, schedules, next run, last outcome, runner")
+        status = sub.add_parser("status", help="live instances, the runs they hold, next "
+                                               "slots, paused jobs, last failures")
+        status.add_argument("--json", dest="as_json", action="store_true",
+                            help="print JSON")
+        doctor = sub.add_parser("doctor", help="check the store: reachability, latency, "
+                                "format (migrations), clock, permissions, instances' "
+                                "versions; exit 1 on a warning, 3 on a failure")
+        doctor.add_argument("--json", dest="as_json", action="store_true",
+                            help="print JSON")
         history = sub.add_parser("history", help="attempts from all instances, newest first")
         history.add_argument("job", nargs="?", default=None)
         history.add_argument("--status", choices=STATUSES, default=None)
@@ -91,7 +109,7 @@ class Command(BaseCommand):
         control_args.add_parsers(sub)
 
         try:  # django-celery-beat's importer is anarchon_celery's (it needs Celery)
-            from anarchon_celery.django_beat_import import add_parser
+            from anarchon_celery.importers.django_beat import add_parser
         except ImportError:
             pass
         else:
@@ -101,7 +119,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         handlers: dict[str, Callable[..., None]] = {
-            "run": self.do_run, "list": self.do_list, "history": self.do_history,
+            "run": self.do_run, "list": self.do_list, "status": self.do_status,
+            "doctor": self.do_doctor,
+            "history": self.do_history,
             "trigger": self.do_trigger, "run-now": self.do_run_now, "forget": self.do_forget,
             "import-celery-beat": self.do_import_celery_beat,
             **dict.fromkeys(control_args.COMMANDS, self.do_control)}
@@ -125,14 +145,27 @@ class Command(BaseCommand):
     # -- subcommands ---------------------------------------------------------------------
 
     def do_import_celery_beat(self, **options: Any) -> None:
-        from anarchon_celery.django_beat_import import run_command
+        from anarchon_celery.importers.django_beat import run_command
 
         run_command(self.stdout, **options)
 
-    def do_run(self, jobs: str | None = None, stop_timeout: float = 30.0, **_: Any) -> None:
+    def do_run(self, jobs: str | None = None, stop_timeout: float = 30.0,
+               metrics_port: str | None = None, **_: Any) -> None:
         wanted = [name.strip() for name in jobs.split(",") if name.strip()] if jobs else None
         if jobs is not None and not wanted:
             raise CommandError("--jobs needs at least one job name")
+        try:
+            port = port_from(metrics_port, "--metrics-port")
+            if port is not None and not get_settings().metrics:
+                if metrics_port is not None:
+                    raise CommandError("--metrics-port serves the metrics of "
+                                       "ANARCHON['METRICS'] = True, which is not set")
+                logger.warning("ANARCHON_METRICS_PORT is set but ANARCHON['METRICS'] is "
+                               "not True: /metrics is not served")
+            elif port is not None:
+                serve_metrics(port)
+        except (ValueError, ImportError, OSError) as exc:
+            raise CommandError(f"--metrics-port: {exc}") from exc
         try:
             scheduler = build_scheduler(wanted)
         except LookupError as exc:
@@ -153,18 +186,34 @@ class Command(BaseCommand):
         if not rows:
             self.stdout.write("no jobs")
             return
-        header = ("JOB", "FRAMEWORK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "LAST OUTCOME",
-                  "RUNNING ON")
+        header = ("JOB", "FRAMEWORK", "SCHEDULE", "SOURCE", "TIMEZONE", "NEXT RUN",
+                  "LAST OUTCOME", "RUNNING ON")
         table: list[tuple[str, ...]] = [header]
         for row in rows:
             last = row.last
             outcome = (f"{last.status} {_when(last.started_at)} ({last.reason}, attempt "
                        f"{last.attempt})") if last else "never ran"
             table.append((row.info.name, shown(row.info.framework), row.info.schedule,
+                          row.info.source + (" (paused)" if row.info.paused else ""),
                           row.timezone or "-",
                           _when(row.info.next_run) if row.info.next_run else "-",
                           outcome, row.holder or "-"))
         self._table(table)
+
+    def do_status(self, as_json: bool = False, **_: Any) -> None:
+        status = store_status.read()
+        if as_json:
+            self.stdout.write(json.dumps(status_document(status), indent=2))
+        else:
+            self.stdout.write("\n".join(status_lines(status)))
+
+    def do_doctor(self, as_json: bool = False, **_: Any) -> None:
+        lines = store_status.diagnose()
+        self.stdout.write(render(lines, as_json))
+        code = severity(lines)
+        if code:
+            raise CommandError("the store has " + ("a failure" if code == 3 else "a warning"),
+                               returncode=code)
 
     def do_history(self, job: str | None = None, status: str | None = None,
                    reason: str | None = None, limit: int = 20, verbose: bool = False,
@@ -231,22 +280,37 @@ class Command(BaseCommand):
         self.stdout.write(f"forgot {job!r}: {removed} row(s) removed")
 
     def do_control(self, subcommand: str, job: str, **options: Any) -> None:
-        """pause | resume | reschedule | add | remove JOB, through the core."""
+        """pause | resume | reschedule | add | remove | changes JOB, through the core."""
         scheduler = get_scheduler()
         if not controls.supported(scheduler):
             raise CommandError(controls.unsupported_reason(scheduler))
-        who = _author()
+        if subcommand == "changes":
+            self._changes(job, scheduler, options["count"], options["json"])
+            return
+        by = options.get("by")
+        if by is not None and not by.strip():
+            raise control_args.ArgumentError("--by must not be empty")
+        who = by.strip() if by else _author()
         if subcommand == "reschedule":
             change = controls.reschedule(job, who, scheduler,
                                          **control_args.reschedule_arguments(options))
         elif subcommand == "add":
-            change = controls.add_job(job, who, scheduler, replace=True,  # add or update
+            # add or update (--replace, accepted as in the core CLI, is always implied)
+            change = controls.add_job(job, who, scheduler, replace=True,
                                       **control_args.add_arguments(options))
         else:
             call = {"pause": controls.pause, "resume": controls.resume,
                     "remove": controls.remove_job}[subcommand]
             change = call(job, who, scheduler)
         self.stdout.write(f"{controls.describe(change)} by {change.by}")
+
+    def _changes(self, job: str, scheduler: Any, count: int, as_json: bool) -> None:
+        if count < 1:
+            raise control_args.ArgumentError(f"--count must be at least 1, got {count}")
+        found = controls.changes(job, count, scheduler)
+        if not found:
+            self._known(job)
+        self.stdout.write(format_changes(found, as_json) if found else "no changes yet")
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -292,7 +356,11 @@ def _record_row(record: RunRecord) -> tuple[str, ...]:
 
 
 def _log_event(event: Event) -> None:
-    level = logging.WARNING if event.type in ("failure", "lost", "error") else logging.INFO
+    # a store error: the core's outage log says it once (one WARNING when the store stops
+    # answering, one INFO when it answers again: anarchon.engine.outages); each call's error is
+    # DEBUG here, or a 45 s outage would log dozens of tracebacks per process
+    level = (logging.DEBUG if event.type == "error" else
+             logging.WARNING if event.type in ("failure", "lost") else logging.INFO)
     error = event.error
     logger.log(level, "%s %s slot=%s attempt=%s reason=%s instance=%s%s", event.type,
                event.name, event.slot, event.attempt, event.reason, event.instance_id,

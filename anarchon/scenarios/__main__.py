@@ -1,7 +1,0 @@
-"""``python -m anarchon.scenarios scenarios --backend sqlite``."""
-
-import sys
-
-from .cli import main
-
-sys.exit(main())

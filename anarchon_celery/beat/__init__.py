@@ -1,0 +1,1 @@
+"""The beat side: the scheduler, its settings and store, its background loops."""

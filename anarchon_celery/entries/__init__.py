@@ -1,0 +1,1 @@
+"""Beat entries saved at run time and their dynamic jobs."""

@@ -1,0 +1,1 @@
+"""Importers of other beat schedulers' entries (redbeat, django-celery-beat)."""

@@ -1,0 +1,1 @@
+"""Celery schedules as anarchon schedules: crontab, solar, conversion, timing."""

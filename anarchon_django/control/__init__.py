@@ -1,0 +1,1 @@
+"""Schedulers from settings and runtime control: calls, direct queries, CLI args."""

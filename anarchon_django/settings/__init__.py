@@ -1,0 +1,1 @@
+"""The ``ANARCHON`` setting, its checks, the store it builds, declared jobs."""
