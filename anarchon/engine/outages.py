@@ -6,6 +6,11 @@ only that the store stopped answering (with the first error, which names the sto
 when a call succeeds again, that it answers again and how many calls failed meanwhile.
 The calls failing in between are logged at DEBUG. An outage ends at the first claim or
 finish the store answers (a read alone does not end it: SQLite reads while locked).
+
+A call sent during the outage may fail just after another call ended it (a claim that
+waited for SQLite's write lock, a reply lost with the connection): such a failure within
+``grace`` seconds of the end (the longest a call may wait for its answer) is the outage's
+tail, logged at DEBUG. A failure after that starts a new outage, with its own WARNING.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ class OutageLog:
     """The outage state of one scheduler's store, as the log tells it."""
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic,
-                 store: str = "store") -> None:
+                 store: str = "store", grace: float = 1.0) -> None:
         self._monotonic = monotonic
+        #: seconds after an outage ended during which a failure is its tail, not a new one
+        self.grace = grace
         #: the store as the log names it (its repr: never a password)
         self.store = store
         self._data_errors: set[str] = set()
@@ -63,9 +70,15 @@ class OutageLog:
                                "fix or delete that key or row (said once)", self.store, job,
                                text)
             return
+        now = self._monotonic()
+        if (self.since is None and self.ended_at is not None
+                and now - self.ended_at < self.grace):
+            logger.debug("store error%s just after the outage ended (a call sent during "
+                         "it): %s", job, cause(error))
+            return
         self.failures += 1
         if self.since is None:
-            self.since = self._monotonic()
+            self.since = now
             logger.warning("store %s not answering%s: %s; retrying, and saying so once it "
                            "answers", self.store, job, cause(error))
         else:

@@ -47,11 +47,12 @@ class EventObserver(Protocol):
 class EventSink:
     """Where the engine's events go: the listeners, and the outage log for errors."""
 
-    def __init__(self, instance_id: str, store: str) -> None:
+    def __init__(self, instance_id: str, store: str, grace: float = 1.0) -> None:
         self.instance_id = instance_id
         self.listeners = Listeners()
-        #: what the log says of store errors (not the listeners)
-        self.outage = OutageLog(store=store)
+        #: what the log says of store errors (not the listeners); ``grace``: the longest a
+        #: store call waits for its answer (a failure that late after an outage is its tail)
+        self.outage = OutageLog(store=store, grace=grace)
         #: logs, metrics and spans of every event (``anarchon.observability.Observer``)
         self.observer: EventObserver | None = None
 

@@ -46,6 +46,7 @@ from .batcher import StoreCalls
 from .claims import Claims
 from .lease_keeper import LeaseKeeper
 from .loop_host import LoopHost
+from .outcome_writes import call_bound
 from .plan import jitter_cap_ms as jitter_cap_ms
 from .planner import Planner
 from .runtime import EventSink, Runtime, SchedulerStats, TaskSet, job_spec
@@ -109,7 +110,8 @@ class AsyncScheduler(ControlCalls):
         jobs = JobTable()
         #: what every component shares (store, options, clock, events, tasks, jobs)
         self.runtime = runtime = Runtime(backend, self.options, self.clock, self.instance_id,
-                                         EventSink(self.instance_id, repr(backend)),
+                                         EventSink(self.instance_id, repr(backend),
+                                                   call_bound(self.options.lease)),
                                          TaskSet(), jobs)
         #: the loop and the store connection: the seam of the blocking ``Scheduler``
         self.host = host = LoopHost(backend)

@@ -42,6 +42,29 @@ def test_one_warning_at_the_start_and_one_info_at_the_end(
     assert _ours(caplog, logging.ERROR) == []
 
 
+def test_a_failure_just_after_the_end_is_the_outage_s_tail(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A call sent during the outage may fail after another call ended it (a claim that
+    waited for SQLite's write lock): within ``grace`` it is the tail, not a new outage;
+    a failure after ``grace`` starts a new one, with its own WARNING."""
+    now = [100.0]
+    log = OutageLog(monotonic=lambda: now[0], store="<SqliteBackend jobs.db>", grace=0.5)
+    with caplog.at_level(logging.INFO, logger="anarchon"):
+        log.failed("a", ConnectionError("locked"))
+        now[0] += 2.0
+        log.answered()
+        now[0] += 0.4
+        log.failed("b", ConnectionError("lock came late"))  # the tail
+        assert log.since is None and log.failures == 0
+        assert len(_ours(caplog, logging.WARNING)) == 1
+        now[0] += 0.2
+        log.failed("c", ConnectionError("down again"))  # past grace: a new outage
+        log.answered()
+    warnings = _ours(caplog, logging.WARNING)
+    assert len(warnings) == 2 and "down again" in warnings[1], warnings
+    assert len(_ours(caplog, logging.INFO)) == 2
+
+
 def test_a_call_timeout_names_the_store_and_the_cause(
         caplog: pytest.LogCaptureFixture) -> None:
     """anarchon's own call timeout raises a TimeoutError without text (issue 34, 7a)."""
