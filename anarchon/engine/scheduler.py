@@ -237,6 +237,13 @@ class AsyncScheduler(ControlCalls):
         slots = self.registry.next_runs(name, 1)
         return slots[0] if slots else None
 
+    def job_schedule(self, name: str) -> Schedule:
+        """The schedule job ``name`` runs on here: a code job's as declared (or as a stored
+        override replaced it), a dynamic job's as last read from the store. From memory,
+        no store call; [`JobNotFoundError`][anarchon.errors.JobNotFoundError] for a job not
+        registered here."""
+        return self.registry.job(name).schedule
+
     @property
     def job_names(self) -> list[str]:
         """Names of the jobs registered here."""

@@ -24,6 +24,7 @@ from ..durations import DurationLike
 from ..events import EventType, Listener
 from ..history import JobInfo, RunRecord
 from ..jobs.definition import Handler
+from ..schedules.kinds import Schedule
 from .portal import Portal
 from .runtime import SchedulerStats
 from .scheduler import AsyncScheduler
@@ -174,6 +175,12 @@ class Scheduler:
         """The next ``count`` slots of ``name`` after ``after`` (an aware datetime; default
         now), as aware UTC datetimes. Pure: the way to check the slot maths, DST included."""
         return self.core.next_runs(name, count, after)
+
+    def job_schedule(self, name: str) -> Schedule:
+        """The schedule job ``name`` runs on here (a dynamic job's as last read from the
+        store); from memory. Raises [`JobNotFoundError`][anarchon.errors.JobNotFoundError]
+        for a job not registered here."""
+        return self.core.job_schedule(name)
 
     @property
     def job_names(self) -> list[str]:

@@ -18,8 +18,21 @@ from zoneinfo import ZoneInfo
 
 from anarchon import AsyncScheduler, RunContext, parse_duration
 from anarchon.control.changes import ScheduleSpec
+from anarchon.errors import JobNotFoundError
+from anarchon.schedules.kinds import (
+    AtSchedule,
+    CronSchedule,
+    EverySchedule,
+    Schedule,
+    ms_to_datetime,
+)
 from anarchon_celery.beat.config import ConfigurationError
-from anarchon_celery.schedules.crontab import CRONTAB_TYPE, crontab_data, crontab_expression
+from anarchon_celery.schedules.crontab import (
+    CRONTAB_TYPE,
+    CeleryCrontabSchedule,
+    crontab_data,
+    crontab_expression,
+)
 from anarchon_celery.schedules.solar import SOLAR_TYPE, CelerySolarSchedule, solar_data
 from anarchon_celery.tasks.manual import Values
 from anarchon_celery.tasks.outcomes import OutcomeWatch
@@ -116,6 +129,26 @@ def celery_schedule(spec: ScheduleSpec, app: Any = None) -> Any:
     return datetime.fromisoformat(str(spec.when))
 
 
+def schedule_of_job(schedule: Schedule, app: Any = None) -> Any:
+    """The Celery schedule a job's core schedule (``AsyncScheduler.job_schedule()``) reads
+    as, bound to ``app``, as :func:`celery_schedule` reads a stored one: what a stored
+    entry's publish gives beat's ``apply_entry`` (Sentry Crons reads its ``schedule``)."""
+    from celery.schedules import schedule as interval
+    from celery.schedules import solar
+
+    if isinstance(schedule, EverySchedule):
+        return interval(timedelta(milliseconds=schedule.interval_ms), app=app)
+    if isinstance(schedule, CelerySolarSchedule):
+        return solar(schedule.event, schedule.lat, schedule.lon,  # type: ignore[arg-type]
+                     app=app)  # an event CelerySolarSchedule checked
+    if isinstance(schedule, (CronSchedule, CeleryCrontabSchedule)) \
+            and len(schedule.expr.split()) == 5:
+        return zoned_crontab(schedule.expr, schedule.tz.key, app)
+    if isinstance(schedule, AtSchedule):
+        return ms_to_datetime(schedule.slot_ms)
+    return schedule.describe()
+
+
 def zoned_crontab(expr: str, zone: str, app: Any = None) -> Any:
     """A plain ``celery.schedules.crontab`` for the 5-field ``expr`` evaluated in ``zone``
     (Celery reads a crontab's zone from its ``tz``, by default the app's timezone)."""
@@ -179,13 +212,15 @@ def check_serializable(name: str, params: Params, app: Any) -> None:
 
 
 class _ParamsEntry:
-    """The ``ScheduleEntry`` fields ``send_entry`` reads, from one run's params."""
+    """The ``ScheduleEntry`` fields a publish reads, from one run's params and the
+    schedule the job runs on here."""
 
-    def __init__(self, name: str, params: Params) -> None:
+    def __init__(self, name: str, params: Params, schedule: Any) -> None:
         self.name = name
         self.task = params.task
         self.args = list(params.args)
         self.kwargs = dict(params.kwargs or {})
+        self.schedule = schedule
 
 
 class EntryPublisher:
@@ -214,7 +249,11 @@ class EntryPublisher:
         max_late = self.max_late
         if isinstance(own, Mapping) and own.get("max_late") is not None:
             max_late = parse_duration(own["max_late"], option=f"entry {ctx.name!r}: max_late")
-        publisher = Publisher(self.app, _ParamsEntry(ctx.name, params), options,
+        try:  # from memory: the definition this beat applied, no store call
+            schedule = schedule_of_job(self.engine.job_schedule(ctx.name), self.app)
+        except JobNotFoundError:  # removed while its run started
+            schedule = None
+        publisher = Publisher(self.app, _ParamsEntry(ctx.name, params, schedule), options,
                               track=self.track, queue_lease=self.queue_lease,
                               max_late=max_late, engine=self.engine,
                               lease=self.engine.options.lease,
@@ -224,4 +263,5 @@ class EntryPublisher:
 
 
 __all__ = ["HANDLER", "EntryError", "EntryPublisher", "Params", "celery_schedule",
-           "check_serializable", "crontab_zone", "schedule_arguments", "zoned_crontab"]
+           "check_serializable", "crontab_zone", "schedule_arguments", "schedule_of_job",
+           "zoned_crontab"]

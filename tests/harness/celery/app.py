@@ -14,6 +14,8 @@ client), ``log`` (JSONL file every publish and task run is appended to), ``publi
 that logs ``evaluating`` and sleeps, i.e. a pause after the claim and before the publish),
 ``report_entries`` (log each entry's ``last_run_at`` / ``total_run_count`` as seen by beat),
 ``hook_apply_entry`` (wrap beat's ``apply_entry`` as Sentry Crons does; see below),
+``sentry_crons`` (Sentry's own Celery integration with ``monitor_beat_tasks=True``; each
+publish logs its ``sentry-monitor-*`` headers),
 ``pool_limit`` (``broker_pool_limit``; kombu's default, 10, when absent).
 """
 
@@ -150,6 +152,15 @@ def _hook_apply_entry() -> None:
 
 if CONFIG.get("hook_apply_entry"):
     _hook_apply_entry()
+if CONFIG.get("sentry_crons"):
+    # Sentry Crons' own Celery beat integration (it wraps apply_entry and adds the
+    # sentry-monitor-* headers); its events go to a port nothing listens on
+    import sentry_sdk
+    from sentry_sdk.integrations.celery import CeleryIntegration
+
+    sentry_sdk.init(dsn="http://public@127.0.0.1:9/1", default_integrations=False,
+                    auto_enabling_integrations=False,
+                    integrations=[CeleryIntegration(monitor_beat_tasks=True)])
 
 
 @signals.before_task_publish.connect
@@ -157,7 +168,9 @@ def _publishing(sender: Any = None, headers: Any = None, **_: Any) -> None:
     headers = headers or {}
     log(kind="publishing", task=sender, job=headers.get("anarchon_job"),
         slot=headers.get("anarchon_slot"), attempt=headers.get("anarchon_attempt"),
-        hook=headers.get("x-hook"), manual=headers.get("anarchon_manual") is not None)
+        hook=headers.get("x-hook"), manual=headers.get("anarchon_manual") is not None,
+        monitor=headers.get("sentry-monitor-slug"),
+        monitor_config=headers.get("sentry-monitor-config"))
     delay = CONFIG.get("publish_delay")
     if delay and headers.get("anarchon_attempt") == 1:
         time.sleep(delay)

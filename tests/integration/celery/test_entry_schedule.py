@@ -138,3 +138,35 @@ def test_last_run_at_comes_from_the_history(app: Celery) -> None:
     assert entry.last_run_at is not None and entry.last_run_at.microsecond == 0
     assert entry.is_due(entry.last_run_at)[0] is (
         datetime.now(UTC) >= entry.last_run_at + timedelta(seconds=1))
+
+
+def test_a_job_schedule_reads_back_as_the_celery_schedule_it_came_from(tmp_path: Any
+                                                                        ) -> None:
+    """What a stored entry's publish gives ``apply_entry`` (Sentry Crons reads it): the
+    core schedule the beat applied, as the Celery schedule it was saved from."""
+    from anarchon import AsyncScheduler, SqliteBackend
+    from anarchon.errors import JobNotFoundError
+    from anarchon.schedules.kinds import AtSchedule, CronSchedule, EverySchedule
+    from anarchon_celery.entries.dynamic import schedule_of_job
+    from anarchon_celery.schedules.crontab import CeleryCrontabSchedule
+    from anarchon_celery.schedules.solar import CelerySolarSchedule
+
+    berlin = ZoneInfo("Europe/Berlin")
+    every = schedule_of_job(EverySchedule(7_200_000))
+    assert type(every) is schedule and every.run_every == timedelta(hours=2)
+    cron = schedule_of_job(CronSchedule("30 2 * * 1-5", berlin))
+    assert type(cron) is crontab and cron.tz == berlin and cron._orig_hour == "2"
+    both = schedule_of_job(CeleryCrontabSchedule("0 3 1 * 1", berlin))
+    assert type(both) is crontab and both._orig_day_of_month == "1" and both.tz == berlin
+    sun = schedule_of_job(CelerySolarSchedule("sunrise", 52.5, 13.4))
+    assert type(sun) is solar and (sun.event, sun.lat, sun.lon) == ("sunrise", 52.5, 13.4)
+    assert schedule_of_job(AtSchedule(1_800_000_000_000)) == datetime(
+        2027, 1, 15, 8, 0, tzinfo=UTC)
+    # seconds first is not Celery's: its text, as Entry.schedule shows it
+    assert schedule_of_job(CronSchedule("*/10 * * * * *", berlin)).startswith("cron ")
+
+    core = AsyncScheduler(SqliteBackend(str(tmp_path / "j.db")))
+    core.cron("nightly", "0 2 * * *", lambda ctx: None, timezone="Europe/Berlin")
+    assert isinstance(core.job_schedule("nightly"), CronSchedule)
+    with pytest.raises(JobNotFoundError, match="'gone'"):
+        core.job_schedule("gone")

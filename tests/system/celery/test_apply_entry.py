@@ -187,3 +187,62 @@ def test_real_beats_publish_through_a_wrapped_apply_entry(tmp_path: Any, backend
         assert calls == sends, (job, calls, sends)
     lines = sum(cluster.output(n).count("Scheduler: Sending due task") for n in "abc")
     assert lines == len(cluster.records("publish"))
+
+
+def test_sentry_crons_monitors_stored_entries(tmp_path: Any) -> None:
+    """Sentry's own Celery integration (``monitor_beat_tasks=True``) in a real beat: a
+    publish of a stored entry carries Sentry's monitor headers with the entry's schedule
+    (a crontab in its own zone, an interval in hours), as a ``beat_schedule`` entry's
+    does; the schedule is read from the definition the beat applied, not from the store."""
+    import json
+    import uuid
+
+    from celery.schedules import crontab
+
+    from anarchon import Scheduler as CoreScheduler
+    from anarchon import from_url
+    from anarchon_celery import Entry
+    from tests.harness.celery.cluster import CeleryCluster, broker_available
+    from tests.system.celery.test_beats import SCHEDULER, require, store
+    from tests.system.celery.test_entries_journeys import journey_app, start_beats
+
+    pytest.importorskip("sentry_sdk")
+    require("the Redis broker", broker_available())
+    spec = store("redis")
+    require("redis", spec.unavailable())
+    ns = "sc_" + uuid.uuid4().hex[:10]
+    url = spec.url_for(ns)
+    cluster = CeleryCluster(tmp_path, {"queue": ns, "backend": url, "scheduler": SCHEDULER,
+                                       "entries": {"code-hourly": {"task": "t.noop",
+                                                                   "every": 3600}},
+                                       "sentry_crons": True})
+    app = journey_app(url, ns)
+    Entry(app, "stored-cron", "t.ok", crontab(minute="*/5", hour="3"),
+          options={"anarchon": {"timezone": "Europe/Berlin"}}).save()
+    Entry(app, "stored-hourly", "t.ok", 7200).save()
+    names = ("code-hourly", "stored-cron", "stored-hourly")
+    try:
+        start_beats(cluster, ["a"])
+        requester = CoreScheduler(from_url(url))
+        try:
+            for name in names:  # Run now: each publishes at once, through apply_entry
+                requester.trigger(name)
+        finally:
+            requester.close()
+        cluster.wait_for(lambda: all(cluster.records("publishing", job=n) for n in names),
+                         20, "a publish of each entry")
+    finally:
+        cluster.stop_all()
+    seen = {}
+    for name in names:
+        [record] = cluster.records("publishing", job=name)
+        assert record["monitor"] == name, record
+        config = record["monitor_config"]
+        seen[name] = json.loads(config) if isinstance(config, str) else config
+    assert seen["code-hourly"]["schedule"] == {"type": "interval", "value": 1, "unit": "hour"}
+    assert seen["stored-hourly"]["schedule"] == {"type": "interval", "value": 2,
+                                                 "unit": "hour"}, seen
+    # stored as the crontab's expanded fields (the same minutes as */5)
+    assert seen["stored-cron"]["schedule"] == {
+        "type": "crontab", "value": "0,5,10,15,20,25,30,35,40,45,50,55 3 * * *"}, seen
+    assert seen["stored-cron"]["timezone"] == "Europe/Berlin", seen
