@@ -28,6 +28,7 @@ from anarchon_django.settings import declarations
 from anarchon_django.settings.backend import build_backend
 from anarchon_django.settings.conf import AnarchonSettings, SettingsError, get_settings, on_reset
 from anarchon_django.settings.declarations import Declaration
+from anarchon_django.store.control import LOCK_WAIT
 
 #: how many attempts per job the cross-job history reads (the core queries one job at a
 #: time; the default ``history_size`` keeps 100)
@@ -213,7 +214,7 @@ def forget(name: str, scheduler: Scheduler | None = None) -> int:
     stores raise ``NotImplementedError``."""
     scheduler = scheduler or get_scheduler()
     store = direct.store_of(scheduler)
-    return scheduler.forget(name) if store is None else store.forget(name)
+    return scheduler.forget(name) if store is None else store.forget(name, wait=LOCK_WAIT)
 
 
 #: the zone at the end of a cron schedule's description: ``cron '0 3 * * *' (Asia/Tokyo)``
@@ -332,7 +333,7 @@ def request_run(name: str, data: Any = None, scheduler: Scheduler | None = None)
         if direct.gone(scheduler, store, name, infos[name]):
             raise TriggerRefusedError(direct.gone_message(name), name=name, reason="gone")
         payload, exclusive = scheduler.core.trigger_args(name, data)
-        store.request_trigger(name, payload, exclusive)
+        store.request_trigger(name, payload, exclusive, wait=LOCK_WAIT)
         return infos[name]
     if infos[name].gone:
         raise TriggerRefusedError(direct.gone_message(name), name=name, reason="gone")

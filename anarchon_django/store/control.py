@@ -23,12 +23,11 @@ request's or a test's long transaction never makes another one wait without boun
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import OperationalError, connections, transaction
+from django.db import connections, transaction
 from django.db.models import Exists, F
 
 from anarchon.backends.base import Poll, TriggerRequest
@@ -96,27 +95,11 @@ class ControlOperations:
     def _lock_generation(self, wait: float | None = None) -> int | None:
         """Lock the generation row (in the caller's transaction); its value, or None if
         it is gone. ``wait``: give up after this many seconds (``StoreError``)."""
-        features = connections[self.alias].features
-        if wait is None or not features.has_select_for_update_nowait:
-            value: int | None = (self.tables.generations().select_for_update().filter(
-                pk=GENERATION_ID).values_list("value", flat=True).first())
-            return value
-        deadline, pause = time.monotonic() + wait, 0.005
-        while True:
-            try:
-                with transaction.atomic(using=self.alias):  # a savepoint: a refusal
-                    value = (self.tables.generations().select_for_update(nowait=True)  # leaves
-                             .filter(pk=GENERATION_ID)  # the caller's transaction usable
-                             .values_list("value", flat=True).first())
-                return value
-            except OperationalError as exc:
-                if time.monotonic() + pause > deadline:
-                    raise StoreError(
-                        f"Django database {self.alias!r}: the control records stayed locked "
-                        f"by another transaction for {wait:g} s (a change not yet committed, "
-                        "or a test or request holding it); try again") from exc
-                time.sleep(pause)
-                pause = min(pause * 2, 0.2)
+        value: int | None = self.tables.bounded(
+            lambda nowait: self.tables.generations().select_for_update(nowait=nowait)
+            .filter(pk=GENERATION_ID).values_list("value", flat=True).first(),
+            wait, "the control records")
+        return value
 
     def _make_generation(self) -> None:
         """Make the generation row again (a test database's flush deletes it), at 0:

@@ -209,12 +209,14 @@ class Store:
                         lambda job: stored_spec(job.name, job.kind, job.schedule, job.updated),
                         self.tables.where(StoreJob), _row)
 
-    def request_trigger(self, name: str, data: str | None, exclusive: bool = False) -> str:
+    def request_trigger(self, name: str, data: str | None, exclusive: bool = False,
+                        wait: float | None = None) -> str:
         """Store a manual-run request; its id. With ``exclusive``, raise
         ``TriggerRefusedError`` while one of ``name`` is pending or running (checked and
-        stored in one transaction, under the job row's lock)."""
+        stored in one transaction, under the job row's lock; ``wait``: at most this many
+        seconds for that lock, see ``StoreTables.bounded``)."""
         with transaction.atomic(using=self.alias):
-            self.tables.lock_job(name)
+            self.tables.lock_job(name, wait)
             blocked = self._blocked(name) if exclusive else None
             if blocked is not None:
                 raise refused(name, blocked)
@@ -299,11 +301,12 @@ class Store:
                 tables.jobs(), tables.runs(), tables.attempts(), tables.triggers())
             ) + self.control.purge()
 
-    def forget(self, name: str) -> int:
-        """Delete every row of job ``name``; how many were deleted."""
+    def forget(self, name: str, wait: float | None = None) -> int:
+        """Delete every row of job ``name``; how many were deleted. The job row is
+        locked first, as a claim locks it (``wait``: at most this many seconds)."""
         with transaction.atomic(using=self.alias):
             tables = self.tables
-            tables.sqlite_write_lock()
+            tables.lock_job(name, wait)
             return sum(rows.filter(**{field: name}).delete()[0] for rows, field in (
                 (tables.triggers(), "job"), (tables.attempts(), "job"), (tables.runs(), "job"),
                 (tables.values(), "job"), (tables.jobs(), "name")))

@@ -12,10 +12,14 @@ connection.
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from django.db import connections
+from django.db import OperationalError, connections, transaction
 from django.db.models import F
+
+from anarchon.errors import StoreError
 
 from .models import (
     StoreAttempt,
@@ -30,6 +34,8 @@ from .models import (
     StoreValue,
 )
 from .worker import database_ms
+
+T = TypeVar("T")
 
 
 class StoreTables:
@@ -86,12 +92,38 @@ class StoreTables:
         if connections[self.alias].vendor == "sqlite":
             self.jobs().filter(name="").update(updated=F("updated"))
 
-    def lock_job(self, name: str) -> StoreJob | None:
+    def lock_job(self, name: str, wait: float | None = None) -> StoreJob | None:
         """Job ``name``'s row, locked until the caller's transaction ends (None: not
-        registered); what a claim locks first."""
+        registered); what a claim locks first. ``wait``: see ``bounded``."""
         self.sqlite_write_lock()
-        job: StoreJob | None = self.jobs().select_for_update().filter(name=name).first()
+        job: StoreJob | None = self.bounded(
+            lambda nowait: self.jobs().select_for_update(nowait=nowait).filter(
+                name=name).first(), wait, f"job {name!r}'s row")
         return job
+
+    def bounded(self, lock: Callable[[bool], T], wait: float | None, what: str) -> T:
+        """``lock(nowait)``: a ``SELECT … FOR UPDATE`` in the caller's transaction.
+        With ``wait`` (seconds; where the database has ``NOWAIT``), it is tried with
+        ``NOWAIT`` in a savepoint (a refusal leaves the caller's transaction usable) and
+        retried with a backoff until ``wait`` has passed, then ``StoreError`` naming
+        ``what``: a request's or a test's long transaction never makes an admin page or
+        ``manage.py anarchon`` wait without bound. Without, it waits as the database
+        does (on SQLite the connection's ``timeout`` bounds the write lock)."""
+        if wait is None or not connections[self.alias].features.has_select_for_update_nowait:
+            return lock(False)
+        deadline, pause = time.monotonic() + wait, 0.005
+        while True:
+            try:
+                with transaction.atomic(using=self.alias):
+                    return lock(True)
+            except OperationalError as exc:
+                if time.monotonic() + pause > deadline:
+                    raise StoreError(
+                        f"Django database {self.alias!r}: {what} stayed locked by another "
+                        f"transaction for {wait:g} s (a change not yet committed, or a "
+                        "test or request holding it); try again") from exc
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
 
     def end_attempt(self, name: str, slot: int, attempt: int, status: str,
                     error: str | None, now: int) -> None:

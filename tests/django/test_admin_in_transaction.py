@@ -11,16 +11,19 @@ database is the suite's (``ANARCHON_DJANGO_DB``: sqlite, postgres or mariadb).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connections
+from django.db import OperationalError, connections, transaction
 from django.test import Client, override_settings
 
 from anarchon_django.control import controls, direct, runtime
+from anarchon_django.store.operations import Store
 from tests.django.control_support import messages_of
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
@@ -117,27 +120,16 @@ def test_dynamic_job_and_celery_entry(staff: Staff, atomic_requests: bool) -> No
     assert page.status_code == 200
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_change_waits_at_most_the_lock_bound(staff: Staff, monkeypatch: pytest.MonkeyPatch
-                                               ) -> None:
-    """Another connection holds the control generation row (a change not committed):
-    Pause gives up after ``LOCK_WAIT`` (SQLite: the connection's 5 s timeout) with a
-    message on the page, and changes nothing."""
-    import threading
-
-    from anarchon_django.control import direct_control
-    from anarchon_django.store.operations import Store
-
-    monkeypatch.setattr(direct_control, "LOCK_WAIT", 1.0)
-    store = direct.store_of(runtime.get_scheduler())
-    assert store is not None
-    client = staff(*ALL, name="waiter")
+@contextmanager
+def held_by_another_connection(alias: str, lock: Callable[[Store], AbstractContextManager[Any]]
+                               ) -> Iterator[None]:
+    """The row locks ``lock(store)`` takes (a context manager), held by another
+    connection in a transaction, in a thread of its own, until the block ends."""
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
-        other = Store(store.alias)
         try:
-            with other.control.locked():  # the generation row's lock, as a change holds it
+            with transaction.atomic(using=alias), lock(Store(alias)):
                 held.set()
                 release.wait(30)
         finally:
@@ -146,7 +138,27 @@ def test_a_change_waits_at_most_the_lock_bound(staff: Staff, monkeypatch: pytest
     holder = threading.Thread(target=hold)
     holder.start()
     try:
-        assert held.wait(10)
+        assert held.wait(10), "the other connection did not get its lock"
+        yield
+    finally:
+        release.set()
+        holder.join(10)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_waits_at_most_the_lock_bound(staff: Staff, monkeypatch: pytest.MonkeyPatch
+                                               ) -> None:
+    """Another connection holds the control generation row (a change not committed):
+    Pause gives up after ``LOCK_WAIT`` (SQLite: the connection's 5 s timeout) with a
+    message on the page, and changes nothing."""
+    from anarchon_django.control import direct_control
+
+    monkeypatch.setattr(direct_control, "LOCK_WAIT", 1.0)
+    store = direct.store_of(runtime.get_scheduler())
+    assert store is not None
+    client = staff(*ALL, name="waiter")
+    # the generation row's lock, as a change holds it
+    with held_by_another_connection(store.alias, lambda other: other.control.locked()):
         started = time.monotonic()
         response = client.post(JOBS + "pause/", {"job": "greet"}, follow=True)
         took = time.monotonic() - started
@@ -157,7 +169,41 @@ def test_a_change_waits_at_most_the_lock_bound(staff: Staff, monkeypatch: pytest
                 or "database is locked" in message), message
         bound = 1.0 if connections["default"].vendor != "sqlite" else 5.0
         assert bound - 0.2 < took < bound + 3, took
-    finally:
-        release.set()
-        holder.join(10)
     assert not controls.find("greet").paused  # type: ignore[union-attr]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_run_now_and_forget_wait_at_most_the_lock_bound(
+        staff: Staff, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another connection holds job ``greet``'s row (a claim or a request not committed):
+    Run now gives up after ``LOCK_WAIT`` (SQLite: the connection's 5 s timeout) with a
+    message on the page, and ``forget`` with ``StoreError``; neither changes anything."""
+    from anarchon.backends.base import JobSpec
+    from anarchon.errors import StoreError
+
+    monkeypatch.setattr(runtime, "LOCK_WAIT", 1.0)
+    store = direct.store_of(runtime.get_scheduler())
+    assert store is not None
+    store.register([JobSpec("greet", "every", "every 1h")])
+    client = staff(*ALL, "run_job", name="runner")
+    bound = 1.0 if connections["default"].vendor != "sqlite" else 5.0
+    def job_row(other: Store) -> AbstractContextManager[Any]:  # as a claim holds it
+        return nullcontext(other.tables.lock_job("greet"))
+
+    with held_by_another_connection(store.alias, job_row):
+        started = time.monotonic()
+        response = client.post(JOBS + "run/", {"job": "greet"}, follow=True)
+        took = time.monotonic() - started
+        [message] = messages_of(response)
+        assert message.startswith("The manual run of “greet” was not requested:"), message
+        assert ("job 'greet''s row stayed locked by another transaction for 1 s" in message
+                or "database is locked" in message), message
+        assert bound - 0.2 < took < bound + 3, took
+        started = time.monotonic()
+        with pytest.raises((StoreError, OperationalError),
+                           match=r"stayed locked|database is locked"):
+            runtime.forget("greet")
+        took = time.monotonic() - started
+        assert bound - 0.2 < took < bound + 3, took
+    assert store.manual_pending("greet") is None  # no request was stored
+    assert store.tables.jobs().filter(name="greet").exists()  # nothing was forgotten
