@@ -153,11 +153,13 @@ def test_a_job_schedule_reads_back_as_the_celery_schedule_it_came_from(tmp_path:
 
     berlin = ZoneInfo("Europe/Berlin")
     every = schedule_of_job(EverySchedule(7_200_000))
-    assert type(every) is schedule and every.run_every == timedelta(hours=2)
+    assert type(every) is schedule and every == schedule(timedelta(hours=2))
     cron = schedule_of_job(CronSchedule("30 2 * * 1-5", berlin))
-    assert type(cron) is crontab and cron.tz == berlin and cron._orig_hour == "2"
+    assert type(cron) is crontab and str(cron.tz) == "Europe/Berlin"
+    assert cron == crontab(minute="30", hour="2", day_of_week="1-5")
     both = schedule_of_job(CeleryCrontabSchedule("0 3 1 * 1", berlin))
-    assert type(both) is crontab and both._orig_day_of_month == "1" and both.tz == berlin
+    assert type(both) is crontab and str(both.tz) == "Europe/Berlin"
+    assert both == crontab(minute="0", hour="3", day_of_month="1", day_of_week="1")
     sun = schedule_of_job(CelerySolarSchedule("sunrise", 52.5, 13.4))
     assert type(sun) is solar and (sun.event, sun.lat, sun.lon) == ("sunrise", 52.5, 13.4)
     assert schedule_of_job(AtSchedule(1_800_000_000_000)) == datetime(
