@@ -27,7 +27,7 @@ from anarchon_celery.beat.shared import SharedRunner
 from anarchon_celery.entries.dynamic import HANDLER, EntryPublisher
 from anarchon_celery.schedules.convert import JobPlan, app_timezone, convert_entry
 from anarchon_celery.tasks.outcomes import OutcomeWatch
-from anarchon_celery.tasks.publish import PublishCall, Publisher
+from anarchon_celery.tasks.publish import BeatCall, Publisher
 
 logger = logging.getLogger("anarchon.celery")
 #: up to this many entries, each one's schedule and next run is logged at start
@@ -193,7 +193,8 @@ class Scheduler(beat.Scheduler):
         if self._shared is None:
             self._shared = SharedRunner(self.app, core, core.instance_id,
                                         app_timezone(self.app),
-                                        float(self.max_interval or 300))
+                                        float(self.max_interval or 300),
+                                        apply_entry=self.apply_entry)
         self._shared.add(plan.name, self.schedule[plan.name], plan.publish_options)
         self._described[plan.name] = (f"{_shown(plan.when)}: its own is_due on the shared "
                                       "last_run_at")
@@ -275,7 +276,7 @@ class Scheduler(beat.Scheduler):
                     **kwargs: Any) -> Any:
         """Publish: beat's ``apply_entry`` (which logs "Sending due task" and which hooks
         such as Sentry Crons wrap) calls this for each slot this beat won."""
-        if isinstance(entry, PublishCall):
+        if isinstance(entry, BeatCall):  # a slot's publish, or a shared entry's
             return entry.run()
         return super().apply_async(entry, producer, advance, **kwargs)
 

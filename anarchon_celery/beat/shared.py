@@ -9,6 +9,10 @@ compare-and-set of ``last_run_at`` (from the value it read to the current time) 
 the others read a value that changed and publish nothing. The cluster thus publishes such
 an entry as often as one stock beat would, never once per beat.
 
+The publish goes through beat's ``apply_entry`` (``SharedCall``), as stock beat's does:
+it logs "Sending due task", hooks that wrap it (Sentry Crons) see it, and a failed send
+is logged as "Message Error".
+
 What this path does not give (slots, leases): a beat that dies between winning the swap
 and publishing loses that one run, as stock beat does (it also reserves ``last_run_at``
 before sending); nothing is published again, and outcomes are not tracked.
@@ -20,13 +24,13 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any, Protocol
 
 from anarchon_celery.beat.loop import BackgroundLoop
-from anarchon_celery.tasks.publish import send_entry
+from anarchon_celery.tasks.publish import BeatCall, send_entry
 
 logger = logging.getLogger("anarchon.celery")
 
@@ -56,15 +60,37 @@ class SharedEntry:
     next_check: float = 0.0
 
 
+class SharedCall(BeatCall):
+    """One publish of a shared entry as beat's ``apply_entry`` is given it (``name``,
+    ``task``, ``schedule``, ``args``, ``kwargs``, ``options``: a copy hooks may change,
+    ``last_run_at``, ``total_run_count``); ``run()`` sends it and raises what the broker
+    raised, which ``apply_entry`` logs as stock beat does."""
+
+    def __init__(self, app: Any, entry: Any, publish_options: Mapping[str, Any],
+                 task_id: str) -> None:
+        self.app, self.entry, self.task_id = app, entry, task_id
+        self.name, self.task, self.schedule = entry.name, entry.task, entry.schedule
+        self.args, self.kwargs = entry.args, entry.kwargs
+        self.options = dict(publish_options)
+        self.last_run_at = entry.last_run_at
+        self.total_run_count = entry.total_run_count
+
+    def run(self) -> Any:
+        return send_entry(self.app, self.entry, self.options, {}, self.task_id, log=False)
+
+
 class SharedRunner(BackgroundLoop):
     """Checks the shared entries in one daemon thread; see the module doc."""
 
     thread_name = "anarchon-celery-shared"
 
     def __init__(self, app: Any, values: Values, instance_id: str, tz: tzinfo,
-                 max_interval: float) -> None:
+                 max_interval: float,
+                 apply_entry: Callable[[Any], Any] | None = None) -> None:
         super().__init__()
         self.app = app
+        #: beat's ``apply_entry`` (None: send directly, logging stock beat's lines)
+        self.apply_entry = apply_entry
         self.values = values
         self.instance_id = instance_id
         self.tz = tz
@@ -117,10 +143,15 @@ class SharedRunner(BackgroundLoop):
             return _MIN_WAIT  # another beat published it: read its value next
         self._seen(name, new)
         task_id = str(uuid.uuid5(_NAMESPACE, f"{name}\x00{round(now * 1000)}"))
+        # as stock beat: last_run_at is already reserved; a failed send loses the run
+        # (apply_entry logs it as "Message Error")
+        if self.apply_entry is not None:
+            self.apply_entry(SharedCall(self.app, shared.entry, shared.publish_options,
+                                        task_id))
+            return wait
         try:
             send_entry(self.app, shared.entry, shared.publish_options, {}, task_id)
         except Exception as exc:
-            # as stock beat: last_run_at is already reserved, the run is lost (logged)
             logger.error("Message Error: Couldn't apply scheduled task %s: %s", name, exc)
         return wait
 
@@ -130,4 +161,4 @@ class SharedRunner(BackgroundLoop):
         entry.total_run_count = int(state.get("count", 0))
 
 
-__all__ = ["FIELD", "SharedRunner", "Values"]
+__all__ = ["FIELD", "SharedCall", "SharedRunner", "Values"]

@@ -142,7 +142,15 @@ class Publisher(Handoff[Publish]):
                        ctx.signal.reason or "lease not confirmed")
 
 
-class PublishCall:
+class BeatCall:
+    """A publish handed to beat's ``apply_entry``: the anarchon beat's ``apply_async``
+    calls its ``run()`` instead of publishing the entry itself."""
+
+    def run(self) -> Any:
+        raise NotImplementedError
+
+
+class PublishCall(BeatCall):
     """One publish of an entry as the ``ScheduleEntry`` beat's ``apply_entry`` is given
     (``name``, ``task``, ``schedule``, ``args``, ``kwargs``, ``options``: a copy of the
     publish options, which hooks may change, e.g. add headers); the anarchon beat's
@@ -222,5 +230,5 @@ def send_entry(app: Any, entry: Any, publish_options: Mapping[str, Any],
                         task_id)
 
 
-__all__ = ["Publish", "PublishCall", "Publisher", "entry_arguments", "publish_task",
+__all__ = ["BeatCall", "Publish", "PublishCall", "Publisher", "entry_arguments", "publish_task",
            "send_entry", "task_id_for"]

@@ -7,6 +7,7 @@ once per publish, not before every retry. Manual runs skip the lease fence."""
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -137,7 +138,8 @@ def test_a_manual_run_is_not_fenced_by_a_lease(app: Celery, sent: list[dict[str,
 def test_real_beats_publish_through_a_wrapped_apply_entry(tmp_path: Any, backend: str
                                                           ) -> None:
     """Three real beats with ``apply_entry`` wrapped as Sentry Crons wraps it: one call
-    per publish, for code entries, stored entries and Run now alike, and the wrapper's
+    per publish, for code entries, stored entries, Run now and an entry whose own
+    ``is_due`` decides (the shared ``last_run_at`` path) alike, and the wrapper's
     headers reach the message."""
     import time
     import uuid
@@ -147,11 +149,7 @@ def test_real_beats_publish_through_a_wrapped_apply_entry(tmp_path: Any, backend
     from anarchon_celery import Entry
     from tests.harness.celery.cluster import CeleryCluster, broker_available
     from tests.system.celery.test_beats import SCHEDULER, require, store
-    from tests.system.celery.test_entries_journeys import (
-        journey_app,
-        once_per_slot,
-        start_beats,
-    )
+    from tests.system.celery.test_entries_journeys import journey_app, start_beats
 
     require("the Redis broker", broker_available())
     spec = store(backend)
@@ -159,14 +157,17 @@ def test_real_beats_publish_through_a_wrapped_apply_entry(tmp_path: Any, backend
     ns = "ca_" + uuid.uuid4().hex[:10]
     url = spec.url_for(ns)
     cluster = CeleryCluster(tmp_path, {"queue": ns, "backend": url, "scheduler": SCHEDULER,
-                                       "entries": {"pulse": {"task": "t.noop", "every": 1}},
+                                       "entries": {"pulse": {"task": "t.noop", "every": 1},
+                                                   "gated": {"task": "t.gated",
+                                                             "custom": "gate", "every": 1}},
                                        "hook_apply_entry": True})
     Entry(journey_app(url, ns), "stored", "t.ok", 1).save()
     Entry(journey_app(url, ns), "hourly", "t.ok", 3600).save()  # only Run now publishes it
     try:
         start_beats(cluster, ["a", "b", "c"])
-        cluster.wait_for(lambda: len(cluster.records("publish", job="stored")) >= 4, 30,
-                         "four publishes of the stored entry")
+        cluster.wait_for(lambda: len(cluster.records("publish", job="stored")) >= 4
+                         and len(cluster.records("publishing", task="t.gated")) >= 2, 30,
+                         "four publishes of the stored entry, two of the gated one")
         requester = CoreScheduler(from_url(url))
         try:
             requester.trigger("hourly")
@@ -177,14 +178,19 @@ def test_real_beats_publish_through_a_wrapped_apply_entry(tmp_path: Any, backend
         time.sleep(1.5)  # let publishes in flight land in the log
     finally:
         cluster.stop_all()
-    once_per_slot(cluster)
+    per_slot = Counter((r["job"], r["slot"]) for r in cluster.records("publish") if r["job"])
+    assert per_slot and set(per_slot.values()) == {1}, per_slot  # each slot published once
     publishing = cluster.records("publishing")
-    assert publishing and all(r["hook"] == r["job"] for r in publishing), publishing[:3]
+    # a shared entry's publish carries no anarchon_* headers (no slot): its name is the hook's
+    assert publishing and all(r["hook"] == (r["job"] or "gated") for r in publishing), \
+        publishing[:3]
     assert len(cluster.records("publish", job="hourly")) == 1
     for job in ("pulse", "stored", "hourly"):
         calls = len(cluster.records("apply_entry", job=job))
         sends = len(cluster.records("publish", job=job))
         assert calls == sends, (job, calls, sends)
+    gated = len(cluster.records("publishing", task="t.gated"))
+    assert len(cluster.records("apply_entry", job="gated")) == gated >= 2
     lines = sum(cluster.output(n).count("Scheduler: Sending due task") for n in "abc")
     assert lines == len(cluster.records("publish"))
 
