@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import SimpleNamespace
@@ -142,12 +143,13 @@ class Publisher(Handoff[Publish]):
                        ctx.signal.reason or "lease not confirmed")
 
 
-class BeatCall:
+class BeatCall(ABC):
     """A publish handed to beat's ``apply_entry``: the anarchon beat's ``apply_async``
     calls its ``run()`` instead of publishing the entry itself."""
 
+    @abstractmethod
     def run(self) -> Any:
-        raise NotImplementedError
+        """Publish; what ``apply_async`` returns."""
 
 
 class PublishCall(BeatCall):
