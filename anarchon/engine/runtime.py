@@ -47,7 +47,7 @@ class EventObserver(Protocol):
 class EventSink:
     """Where the engine's events go: the listeners, and the outage log for errors."""
 
-    def __init__(self, instance_id: str, store: str, grace: float = 1.0) -> None:
+    def __init__(self, instance_id: str, store: str, grace: float) -> None:
         self.instance_id = instance_id
         self.listeners = Listeners()
         #: what the log says of store errors (not the listeners); ``grace``: the longest a
