@@ -171,8 +171,10 @@ def test_history_readable_from_a_scheduler_without_jobs(
         try:
             records = await reader.history("tick")
             assert records[0].manual and records[0].status == "success"
-            assert any(r.reason == "scheduled" and r.status == "success"
-                       and r.instance_id == "runner" for r in records)
+            # the runner's own run: "scheduled", or "catch-up"/"takeover" when a slow
+            # store answer under load made it claim again (the record is what matters)
+            assert any(not r.manual and r.status == "success"
+                       and r.instance_id == "runner" for r in records), records
             last = await reader.last_run("tick")
             assert last == records[0]
             assert [(j.name, j.kind) for j in await reader.jobs()] == [("tick", "every")]
