@@ -25,21 +25,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from anarchon.backends.base import ClaimBackend, ClaimRequest, ClaimResult, Finish, JobSpec
-from anarchon.backends.redis.connection import Kind, RedisStore, check_driver, read_history, text
+from anarchon.backends.redis.connection import Kind, RedisStore, check_driver, text
 from anarchon.backends.redis.records import (
+    RedisHistory,
     finish_record,
     known_jobs,
     register_jobs,
-    start_manual_record,
 )
 from anarchon.durations import parse_duration
 from anarchon.errors import IncompatibleStoreError, StoreError
-from anarchon.history import RunRecord, RunStatus
 
 _STREAM_MAXLEN = "1000"
 
 
-class RedisClaimBackend(ClaimBackend):
+class RedisClaimBackend(RedisHistory, ClaimBackend):
     """Shared parts of the claim-only strategies (history, jobs, manual runs)."""
 
     strategy = ""
@@ -78,18 +77,6 @@ class RedisClaimBackend(ClaimBackend):
         return await finish_record(self.store, finish.name, f"{finish.slot}:{finish.attempt}",
                                    finish.owner, finish.status, finish.error,
                                    finish.history_size, finish.history_ttl_ms)
-
-    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
-        return await start_manual_record(self.store, name, owner, started_ms)
-
-    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
-                            history_size: int, history_ttl_ms: int | None) -> None:
-        name, field = json.loads(token)
-        await finish_record(self.store, name, field, "", status, error, history_size,
-                            history_ttl_ms)
-
-    async def history(self, name: str, count: int) -> list[RunRecord]:
-        return await read_history(self.store, name, count)
 
     async def _time_and(self, command: Sequence[object]) -> tuple[int, Any]:
         """``TIME`` and one command in one round trip; the command's error is returned."""

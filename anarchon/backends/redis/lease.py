@@ -33,7 +33,6 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 from ...errors import StoreError
-from ...history import RunRecord, RunStatus
 from ..base import (
     Backend,
     ClaimRequest,
@@ -49,18 +48,17 @@ from ..capabilities import BatchStore
 from ..decoding import readable
 from ..wakeups import keep_listening, released_payload
 from .comparisons import check_lab_opt_in, comparison_backend
-from .connection import Kind, RedisStore, check_driver, info_dict, read_history, text
+from .connection import Kind, RedisStore, check_driver, info_dict, text
 from .control import RedisControl
 from .formats import RedisFormat
 from .liveness import RedisLiveness
 from .manual_runs import RedisTriggers
 from .records import (
+    RedisHistory,
     finish_args,
-    finish_record,
     known_jobs,
     register_jobs,
     run_state,
-    start_manual_record,
 )
 from .skips import RedisSkips
 from .urls import split_url
@@ -72,7 +70,7 @@ logger = logging.getLogger("anarchon")
 
 
 class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, RedisLiveness,
-                   RedisFormat, BatchStore, LeaseBackend):
+                   RedisFormat, RedisHistory, BatchStore, LeaseBackend):
     """Redis (5+) as the store, holding leases (``strategy="lease"``, the only one).
 
     ``redis`` is a URL, a dict of connection kwargs, or your own redis-py/valkey-py
@@ -335,21 +333,6 @@ class RedisBackend(RedisTriggers, RedisControl, RedisValues, RedisSkips, RedisLi
             f"{self.store.kind} at {self.store.where}, runs hash",
             lambda row: f"job {names[int(row[0]) - 1]!r} slot {text(row[1])} = {row[2]!r}")
         return [state for state in states if state.running]
-
-    # -- manual runs and history -----------------------------------------------------------
-
-    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
-        return await start_manual_record(self.store, name, owner, started_ms)
-
-    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
-                            history_size: int, history_ttl_ms: int | None) -> None:
-        name, field = json.loads(token)
-        await finish_record(self.store, name, field, "", status, error, history_size,
-                            history_ttl_ms)
-
-    async def history(self, name: str, count: int) -> list[RunRecord]:
-        """Newest-first attempts from every instance (connects on demand)."""
-        return await read_history(self.store, name, count)
 
     async def watch(self, notify: Callable[[Wakeup], None]) -> None:
         """``SUBSCRIBE <prefix>wake`` on a dedicated connection and deliver wake-ups

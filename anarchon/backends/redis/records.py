@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import IncompatibleStoreError
-from ...history import RunStatus
+from ...history import RunRecord, RunStatus
 from ..base import Finish, JobSpec, RunState
 from ..decoding import readable
 from ..frameworks import stored_kind, stored_spec
-from .connection import KEY_FORMAT, RedisStore, text
+from .connection import KEY_FORMAT, RedisStore, read_history, text
 
 
 async def register_jobs(store: RedisStore, jobs: Sequence[JobSpec]) -> dict[str, int]:
@@ -91,3 +91,23 @@ async def finish_record(store: RedisStore, name: str, field: str, owner: str,
         "finish", field, owner, status, 0 if error is None else 1, error or "",
         history_size, -1 if history_ttl_ms is None else history_ttl_ms])
     return bool(int(done))
+
+
+class RedisHistory:
+    """Manual runs and history for a backend whose ``store`` is a RedisStore (the lease
+    backend and the lab's claim-only strategies)."""
+
+    store: RedisStore
+
+    async def start_manual(self, name: str, owner: str, started_ms: int) -> str:
+        return await start_manual_record(self.store, name, owner, started_ms)
+
+    async def finish_manual(self, token: str, status: RunStatus, error: str | None,
+                            history_size: int, history_ttl_ms: int | None) -> None:
+        name, field = json.loads(token)
+        await finish_record(self.store, name, field, "", status, error, history_size,
+                            history_ttl_ms)
+
+    async def history(self, name: str, count: int) -> list[RunRecord]:
+        """Newest-first attempts from every instance (connects on demand)."""
+        return await read_history(self.store, name, count)
