@@ -199,12 +199,12 @@ class EntryMachine(RuleBasedStateMachine):
                                       publishes: list[dict[str, Any]]) -> None:
         """A slot published more than once: each earlier publish came from a beat this
         test killed, the next is the following attempt (a takeover), and the store never
-        recorded the earlier attempt as done (the beat died before its finish)."""
+        recorded the earlier attempt as a success (the beat died before its finish)."""
         publishes = sorted(publishes, key=lambda r: r["attempt"])
         attempts = [r["attempt"] for r in publishes]
         assert attempts == list(range(1, len(publishes) + 1)), (job, slot, publishes)
-        killed = [r for r in publishes[:-1] if r["pid"] not in self.killed]
-        assert not killed, f"{job} slot {slot} published twice by a live beat: {publishes}"
+        by_live = [r for r in publishes[:-1] if r["pid"] not in self.killed]
+        assert not by_live, f"{job} slot {slot} published twice by a live beat: {publishes}"
         records = {r.attempt: r for r in self.requester.history(job, 1000) if r.slot == slot}
         for earlier in publishes[:-1]:
             stored = records.get(earlier["attempt"])
